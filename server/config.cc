@@ -1,0 +1,162 @@
+#include "server/config.h"
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+extern char** environ;
+
+ABSL_FLAG(std::string, config, "",
+          "config file: one `name = value` per line, '#' comments; "
+          "environment variables and the command line override it");
+ABSL_FLAG(std::string, listen, "127.0.0.1:7400",
+          "gRPC listen address host:port (port 0: any free port)");
+ABSL_FLAG(std::string, data_dir, "./data",
+          "directory of the RocksDB job store (created if missing)");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9400",
+          "Prometheus /metrics listen address host:port (port 0: any free)");
+ABSL_FLAG(std::string, sync, "always",
+          "always: fsync the write-ahead log before replying OK; none: leave "
+          "it to the OS");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "on SIGTERM, how long in-progress calls may take before they are "
+          "cancelled");
+
+namespace delayd::server {
+namespace {
+
+constexpr absl::string_view kEnvPrefix = "DELAYD_";
+
+// "--data-dir=x" -> "--data_dir=x"; other arguments unchanged.
+std::string NormalizeFlag(absl::string_view arg) {
+  if (!absl::StartsWith(arg, "--") || arg == "--") return std::string(arg);
+  const size_t eq = arg.find('=');
+  std::string name(arg.substr(0, eq));
+  for (size_t i = 2; i < name.size(); ++i) {
+    if (name[i] == '-') name[i] = '_';
+  }
+  return eq == absl::string_view::npos ? name
+                                       : absl::StrCat(name, arg.substr(eq));
+}
+
+absl::StatusOr<std::vector<std::string>> ReadConfigFile(
+    const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--config: cannot read '", path, "'"));
+  }
+  std::vector<std::string> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    absl::string_view text = absl::StripAsciiWhitespace(line);
+    if (text.empty() || text[0] == '#') continue;
+    absl::ConsumePrefix(&text, "--");
+    const size_t eq = text.find('=');
+    if (eq == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--config: ", path, ":", n, ": expected `name = value`"));
+    }
+    out.push_back(NormalizeFlag(
+        absl::StrCat("--", absl::StripAsciiWhitespace(text.substr(0, eq)), "=",
+                     absl::StripAsciiWhitespace(text.substr(eq + 1)))));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> MergeSettings(
+    const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  std::vector<std::string> from_env;
+  std::string config_path;
+  for (const std::string& entry : env) {
+    const size_t eq = entry.find('=');
+    if (!absl::StartsWith(entry, kEnvPrefix) || eq == std::string::npos) {
+      continue;
+    }
+    std::string name = absl::AsciiStrToLower(
+        entry.substr(kEnvPrefix.size(), eq - kEnvPrefix.size()));
+    if (name == "config") {
+      config_path = entry.substr(eq + 1);
+      continue;
+    }
+    from_env.push_back(
+        NormalizeFlag(absl::StrCat("--", name, "=", entry.substr(eq + 1))));
+  }
+  std::vector<std::string> from_args;
+  for (const std::string& arg : args) {
+    std::string flag = NormalizeFlag(arg);
+    if (absl::StartsWith(flag, "--config=")) {
+      config_path = flag.substr(9);
+      continue;
+    }
+    from_args.push_back(std::move(flag));
+  }
+  std::vector<std::string> merged;
+  if (!config_path.empty()) {
+    absl::StatusOr<std::vector<std::string>> file = ReadConfigFile(config_path);
+    if (!file.ok()) return file.status();
+    merged = *std::move(file);
+  }
+  merged.insert(merged.end(), from_env.begin(), from_env.end());
+  merged.insert(merged.end(), from_args.begin(), from_args.end());
+  return merged;
+}
+
+absl::StatusOr<Config> ParseConfig(int argc, char** argv) {
+  // --help lists delayd's own flags (those defined in this file).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "server/config.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
+  absl::SetProgramUsageMessage(
+      "a delay-job service.\n"
+      "Settings come from, lowest precedence first: a config file "
+      "(--config=PATH or DELAYD_CONFIG; `name = value` lines), DELAYD_<NAME> "
+      "environment variables (e.g. DELAYD_DATA_DIR), the command line. Flag "
+      "names take '-' or '_' alike (--data-dir = --data_dir).");
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    env.emplace_back(*e);
+  }
+  absl::StatusOr<std::vector<std::string>> merged =
+      MergeSettings(std::vector<std::string>(argv + 1, argv + argc), env);
+  if (!merged.ok()) return merged.status();
+  std::vector<char*> cargs = {argv[0]};
+  for (std::string& a : *merged) cargs.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(cargs.size()), cargs.data());
+
+  Config config;
+  config.listen = absl::GetFlag(FLAGS_listen);
+  config.data_dir = absl::GetFlag(FLAGS_data_dir);
+  config.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  config.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  const std::string sync = absl::GetFlag(FLAGS_sync);
+  if (sync == "always") {
+    config.sync = SyncMode::kAlways;
+  } else if (sync == "none") {
+    config.sync = SyncMode::kNone;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sync: must be 'always' or 'none', got '", sync, "'"));
+  }
+  if (config.shutdown_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--shutdown_grace: must be >= 0");
+  }
+  return config;
+}
+
+}  // namespace delayd::server

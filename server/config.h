@@ -1,0 +1,51 @@
+// Config: every setting of the delayd server, with its default, and how it is
+// read. Precedence, lowest first: built-in defaults, a config file
+// (--config=PATH or DELAYD_CONFIG: one `name = value` per line, '#'
+// comments), DELAYD_* environment variables (DELAYD_DATA_DIR=... sets
+// --data-dir), the command line. Flag names take '-' or '_' alike.
+//
+// A Config is a plain value; it is built once at startup and then read-only.
+#ifndef DELAYD_SERVER_CONFIG_H_
+#define DELAYD_SERVER_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace delayd::server {
+
+enum class SyncMode {
+  kAlways,  // fsync the write-ahead log before replying OK (default)
+  kNone,    // leave flushing to the OS: a machine crash may lose recent writes
+};
+
+struct Config {
+  // gRPC listen address, host:port; port 0 picks a free port.
+  std::string listen = "127.0.0.1:7400";
+  // Where RocksDB keeps its files; created if missing.
+  std::string data_dir = "./data";
+  // Prometheus /metrics listen address, host:port; port 0 picks a free port.
+  std::string metrics_listen = "127.0.0.1:9400";
+  SyncMode sync = SyncMode::kAlways;
+  // How long SIGTERM waits for in-progress calls before cancelling them.
+  absl::Duration shutdown_grace = absl::Seconds(10);
+};
+
+// Parses argv (after applying the config file and DELAYD_* variables from
+// `environ`). Prints usage and exits on --help; returns INVALID_ARGUMENT for
+// a bad flag value, naming the flag.
+absl::StatusOr<Config> ParseConfig(int argc, char** argv);
+
+// The arguments ParseConfig hands to the flag parser, in precedence order:
+// the config file's settings, then one per DELAYD_NAME variable of `env`
+// (entries "KEY=VALUE"), then `args` (argv without argv[0]); each as
+// --name=value with '-' in names turned into '_'. The config file is named by
+// the last --config in args, else DELAYD_CONFIG. Exposed for tests.
+absl::StatusOr<std::vector<std::string>> MergeSettings(
+    const std::vector<std::string>& args, const std::vector<std::string>& env);
+
+}  // namespace delayd::server
+
+#endif  // DELAYD_SERVER_CONFIG_H_

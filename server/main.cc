@@ -1,0 +1,48 @@
+// delayd: serves the DelayQueue API until SIGTERM or SIGINT, then drains and
+// exits 0. Exit 1: bad configuration or a failed start (the reason is on
+// stderr). Once serving, it prints one line that tools and tests read:
+//   delayd: listening grpc=HOST:PORT metrics=HOST:PORT
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+
+#include "server/config.h"
+#include "server/log.h"
+#include "server/server.h"
+
+int main(int argc, char** argv) {
+  absl::StatusOr<delayd::server::Config> config =
+      delayd::server::ParseConfig(argc, argv);
+  if (!config.ok()) {
+    std::fprintf(stderr, "delayd: %s\n",
+                 std::string(config.status().message()).c_str());
+    return 1;
+  }
+  // Block the stop signals in every thread (threads inherit the mask) so
+  // that sigwait below is the only place they arrive.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<delayd::server::Server>> server =
+      delayd::server::Server::Start(*config);
+  if (!server.ok()) {
+    DELAYD_LOG_ERROR("delayd: cannot start: %s", server.status().ToString());
+    return 1;
+  }
+  std::fprintf(stderr, "delayd: listening grpc=%s metrics=%s\n",
+               (*server)->grpc_address().c_str(),
+               (*server)->metrics_address().c_str());
+  std::fflush(stderr);
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  DELAYD_LOG_INFO("delayd: %s received, draining",
+                  signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Shutdown();
+  DELAYD_LOG_INFO("delayd: stopped");
+  return 0;
+}

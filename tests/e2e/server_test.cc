@@ -1,0 +1,142 @@
+// End to end: the real delayd binary on free loopback ports — health,
+// reflection, clean shutdown on SIGTERM/SIGINT, refusal of bad flags.
+#include <signal.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "delayd/v1/delayd.grpc.pb.h"
+#include "google/protobuf/descriptor.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "tests/support/server_process.h"
+#include "tests/support/status_matchers.h"
+
+namespace delayd::testing {
+namespace {
+
+using ::grpc::health::v1::HealthCheckRequest;
+using ::grpc::health::v1::HealthCheckResponse;
+using ::grpc::reflection::v1alpha::ServerReflection;
+using ::grpc::reflection::v1alpha::ServerReflectionRequest;
+using ::grpc::reflection::v1alpha::ServerReflectionResponse;
+
+HealthCheckResponse::ServingStatus CheckHealth(const DelaydProcess& server,
+                                               const std::string& service) {
+  auto stub = grpc::health::v1::Health::NewStub(server.NewChannel());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  HealthCheckRequest request;
+  request.set_service(service);
+  HealthCheckResponse response;
+  const grpc::Status status = stub->Check(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response.status();
+}
+
+// One request/response exchange on the reflection stream.
+ServerReflectionResponse Reflect(const DelaydProcess& server,
+                                 const ServerReflectionRequest& request) {
+  auto stub = ServerReflection::NewStub(server.NewChannel());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  auto stream = stub->ServerReflectionInfo(&context);
+  EXPECT_TRUE(stream->Write(request));
+  stream->WritesDone();
+  ServerReflectionResponse response;
+  EXPECT_TRUE(stream->Read(&response));
+  while (stream->Read(nullptr)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  return response;
+}
+
+TEST(ServerTest, HealthAnswersServing) {
+  ASSERT_OK_AND_ASSIGN(auto server, DelaydProcess::Start());
+  EXPECT_EQ(CheckHealth(*server, ""), HealthCheckResponse::SERVING);
+  EXPECT_EQ(CheckHealth(*server, "delayd.v1.DelayQueue"),
+            HealthCheckResponse::SERVING);
+}
+
+TEST(ServerTest, ReflectionListsTheServices) {
+  ASSERT_OK_AND_ASSIGN(auto server, DelaydProcess::Start());
+  ServerReflectionRequest request;
+  request.set_list_services("");
+  const ServerReflectionResponse response = Reflect(*server, request);
+  std::vector<std::string> names;
+  for (const auto& service : response.list_services_response().service()) {
+    names.push_back(service.name());
+  }
+  EXPECT_NE(std::find(names.begin(), names.end(), "delayd.v1.DelayQueue"),
+            names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "grpc.health.v1.Health"),
+            names.end());
+}
+
+TEST(ServerTest, ReflectionDescribesEveryRpc) {
+  ASSERT_OK_AND_ASSIGN(auto server, DelaydProcess::Start());
+  ServerReflectionRequest request;
+  request.set_file_containing_symbol("delayd.v1.DelayQueue");
+  const ServerReflectionResponse response = Reflect(*server, request);
+  ASSERT_GE(response.file_descriptor_response().file_descriptor_proto_size(),
+            1);
+  google::protobuf::FileDescriptorProto file;
+  ASSERT_TRUE(file.ParseFromString(
+      response.file_descriptor_response().file_descriptor_proto(0)));
+  EXPECT_EQ(file.package(), "delayd.v1");
+  ASSERT_EQ(file.service_size(), 1);
+  // Reflection must describe what this binary serves: the compiled-in
+  // service descriptor.
+  const google::protobuf::ServiceDescriptor* compiled =
+      delayd::v1::Job::descriptor()->file()->FindServiceByName("DelayQueue");
+  ASSERT_NE(compiled, nullptr);
+  ASSERT_EQ(file.service(0).method_size(), compiled->method_count());
+  for (int i = 0; i < compiled->method_count(); ++i) {
+    EXPECT_EQ(file.service(0).method(i).name(), compiled->method(i)->name());
+  }
+}
+
+TEST(ServerTest, SigtermDrainsAndExitsZero) {
+  ASSERT_OK_AND_ASSIGN(auto server, DelaydProcess::Start());
+  server->Signal(SIGTERM);
+  ASSERT_OK_AND_ASSIGN(int code, server->Wait());
+  EXPECT_EQ(code, 0) << server->Log();
+}
+
+TEST(ServerTest, SigintExitsZero) {
+  ASSERT_OK_AND_ASSIGN(auto server, DelaydProcess::Start());
+  server->Signal(SIGINT);
+  ASSERT_OK_AND_ASSIGN(int code, server->Wait());
+  EXPECT_EQ(code, 0) << server->Log();
+}
+
+TEST(ServerTest, BadFlagValueIsRefusedNamingTheFlag) {
+  auto server = DelaydProcess::Start({"--sync=sometimes"});
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(
+      server.status().message().find("--sync: must be 'always' or 'none'"),
+      std::string::npos)
+      << server.status();
+}
+
+TEST(ServerTest, ConfigFileAndEnvironmentAreRead) {
+  const std::string dir = MakeTempDir();
+  {
+    std::FILE* f = std::fopen((dir + "/delayd.conf").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(
+        "# a bad value the command line does not override\nsync = never\n", f);
+    std::fclose(f);
+  }
+  auto server = DelaydProcess::Start({"--config=" + dir + "/delayd.conf"}, dir);
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(server.status().message().find("got 'never'"), std::string::npos)
+      << server.status();
+}
+
+}  // namespace
+}  // namespace delayd::testing

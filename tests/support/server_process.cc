@@ -1,0 +1,148 @@
+#include "tests/support/server_process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+
+namespace delayd::testing {
+namespace {
+
+// Value of `key=` up to the next space or end of line in `line`.
+std::string Field(const std::string& line, const std::string& key) {
+  const size_t start = line.find(key + "=");
+  if (start == std::string::npos) return "";
+  const size_t begin = start + key.size() + 1;
+  const size_t end = line.find_first_of(" \n", begin);
+  return line.substr(begin, end == std::string::npos ? end : end - begin);
+}
+
+}  // namespace
+
+std::string DelaydBinary() { return DELAYD_BINARY_PATH; }
+
+std::string MakeTempDir() {
+  std::string pattern =
+      std::filesystem::path(::testing::TempDir()) / "delayd-test-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) {
+    ADD_FAILURE() << "mkdtemp failed: " << std::strerror(errno);
+  }
+  return pattern;
+}
+
+DelaydProcess::DelaydProcess(pid_t pid, std::string dir)
+    : pid_(pid), dir_(std::move(dir)) {}
+
+DelaydProcess::~DelaydProcess() {
+  if (!exited_) {
+    Signal(SIGKILL);
+    (void)Wait();
+  }
+  if (!keep_dir_) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<DelaydProcess>> DelaydProcess::Start(
+    std::vector<std::string> extra_args, std::string dir,
+    absl::Duration timeout) {
+  if (dir.empty()) dir = MakeTempDir();
+  const std::string log_path = dir + "/delayd.log";
+  std::vector<std::string> args = {DelaydBinary(), "--listen=127.0.0.1:0",
+                                   "--metrics-listen=127.0.0.1:0",
+                                   "--data-dir=" + dir + "/data"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    // Child: stderr (and stdout) to the log, appended across restarts.
+    FILE* log = std::fopen(log_path.c_str(), "a");
+    if (log != nullptr) {
+      dup2(fileno(log), STDERR_FILENO);
+      dup2(fileno(log), STDOUT_FILENO);
+    }
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  std::unique_ptr<DelaydProcess> process(new DelaydProcess(pid, dir));
+  // The log may hold lines of an earlier run in the same dir: only the
+  // "listening" line written after this start counts.
+  std::error_code ec;
+  const uintmax_t skip = std::filesystem::file_size(log_path, ec);
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    std::string log = process->Log();
+    if (!ec && skip <= log.size()) log = log.substr(skip);
+    const size_t at = log.find("delayd: listening ");
+    if (at != std::string::npos && log.find('\n', at) != std::string::npos) {
+      const std::string line = log.substr(at, log.find('\n', at) - at);
+      process->grpc_address_ = Field(line, "grpc");
+      process->metrics_address_ = Field(line, "metrics");
+      return process;
+    }
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      process->exited_ = true;
+      return absl::InternalError(
+          absl::StrCat("delayd exited during start; log:\n", process->Log()));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("delayd did not start in time; log:\n", process->Log()));
+}
+
+std::shared_ptr<grpc::Channel> DelaydProcess::NewChannel() const {
+  return grpc::CreateChannel(grpc_address_, grpc::InsecureChannelCredentials());
+}
+
+void DelaydProcess::Signal(int signal) {
+  if (!exited_) kill(pid_, signal);
+}
+
+absl::StatusOr<int> DelaydProcess::Wait(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!exited_) {
+    int status = 0;
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exited_ = true;
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      return 128 + WTERMSIG(status);
+    }
+    if (r < 0) return absl::InternalError("waitpid failed");
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError("delayd did not exit in time");
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return absl::FailedPreconditionError("already reaped");
+}
+
+std::string DelaydProcess::Log() const {
+  std::ifstream in(dir_ + "/delayd.log");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace delayd::testing
