@@ -1,0 +1,141 @@
+#include "server/timer/scheduler.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "server/timer/tsan_mutex.h"
+
+namespace delayd::timer {
+
+Scheduler::Scheduler(Clock* clock, FireCallback on_fire)
+    : clock_(clock),
+      on_fire_(std::move(on_fire)),
+      waiter_(clock->NewWaiter()),
+      wheel_(clock->NowMs()) {}
+
+Scheduler::~Scheduler() { Stop(); }
+
+void Scheduler::Start() {
+  {
+    internal::MutexLock lock(&mu_);
+    if (started_) {
+      std::fprintf(stderr, "delayd::timer::Scheduler: started twice\n");
+      std::abort();
+    }
+    started_ = true;
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Scheduler::Stop() {
+  {
+    internal::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  waiter_->Wake();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Scheduler::NoteDue(int64_t due_ms) {
+  if (due_ms >= sleep_until_ms_) return false;
+  sleep_until_ms_ = due_ms;
+  return true;
+}
+
+TimerHandle Scheduler::Add(int64_t due_ms, uint64_t tag) {
+  TimerHandle handle;
+  bool wake;
+  {
+    internal::MutexLock lock(&mu_);
+    handle = wheel_.Insert(due_ms, tag);
+    wake = NoteDue(due_ms);
+  }
+  if (wake) waiter_->Wake();
+  return handle;
+}
+
+std::vector<TimerHandle> Scheduler::AddBatch(
+    std::span<const TimerEntry> entries) {
+  if (entries.empty()) return {};
+  std::vector<TimerHandle> handles;
+  bool wake;
+  {
+    internal::MutexLock lock(&mu_);
+    handles = wheel_.InsertBatch(entries);
+    const auto earliest =
+        std::min_element(entries.begin(), entries.end(),
+                         [](const TimerEntry& a, const TimerEntry& b) {
+                           return a.due_ms < b.due_ms;
+                         });
+    wake = NoteDue(earliest->due_ms);
+  }
+  if (wake) waiter_->Wake();
+  return handles;
+}
+
+bool Scheduler::Cancel(TimerHandle handle) {
+  internal::MutexLock lock(&mu_);
+  return wheel_.Cancel(handle);
+}
+
+bool Scheduler::Reschedule(TimerHandle handle, int64_t due_ms) {
+  bool wake;
+  {
+    internal::MutexLock lock(&mu_);
+    if (!wheel_.Reschedule(handle, due_ms)) return false;
+    wake = NoteDue(due_ms);
+  }
+  if (wake) waiter_->Wake();
+  return true;
+}
+
+size_t Scheduler::size() const {
+  internal::MutexLock lock(&mu_);
+  return wheel_.size();
+}
+
+Scheduler::Stats Scheduler::stats() const {
+  internal::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void Scheduler::Run() {
+  while (true) {
+    // Read before taking the lock: the reading is no later than the moment
+    // of firing, so nothing fires early by this clock.
+    const int64_t now = clock_->NowMs();
+    std::vector<TimerEntry> fired;
+    int64_t sleep_until = std::numeric_limits<int64_t>::min();
+    {
+      internal::MutexLock lock(&mu_);
+      if (stopping_) return;
+      ++stats_.wakeups;
+      fired = wheel_.Advance(now);
+      if (fired.empty()) {
+        // Idle: open the next second's slot now, so that entering it later
+        // costs nothing, and sleep until something is due or to open.
+        wheel_.OpenNextSecond();
+        sleep_until = wheel_.NextWakeMs().value_or(Clock::kNoDeadline);
+      } else {
+        ++stats_.batches;
+        stats_.fired += static_cast<int64_t>(fired.size());
+      }
+      // While the callback runs, sleep_until_ms_ is the minimum: an Add need
+      // not wake a thread that will look at the wheel again anyway.
+      sleep_until_ms_ = sleep_until;
+    }
+    if (!fired.empty()) {
+      on_fire_(std::move(fired));
+      continue;
+    }
+    // Returns at once if an Add, Reschedule or Stop woke us since the lock
+    // was released.
+    waiter_->WaitUntil(sleep_until);
+  }
+}
+
+}  // namespace delayd::timer

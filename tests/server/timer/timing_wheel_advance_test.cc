@@ -1,0 +1,131 @@
+// TimingWheel: long gaps and sweeps, opening ahead, NextDueMs/NextWakeMs.
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/timer/timing_wheel.h"
+#include "tests/server/timer/wheel_test_util.h"
+
+namespace delayd::timer {
+namespace {
+
+using ::delayd::timer::wheel_test::kDay;
+using ::delayd::timer::wheel_test::kHour;
+using ::delayd::timer::wheel_test::kMin;
+using ::delayd::timer::wheel_test::kSec;
+using ::delayd::timer::wheel_test::kT0;
+using ::delayd::timer::wheel_test::kYear;
+using ::delayd::timer::wheel_test::Tags;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+TEST(TimingWheelTest, LongIdleGapsDoNoPerSlotWork) {
+  TimingWheel wheel(kT0);
+  wheel.Insert(kT0 + 3 * kDay + 5, 1);
+  wheel.Insert(kT0 + 10 * kYear, 2);
+  // A jump of two days: one sweep, which opens the two non-empty slots once.
+  EXPECT_THAT(wheel.Advance(kT0 + 2 * kDay), IsEmpty());
+  EXPECT_EQ(wheel.stats().sweeps, 1);
+  EXPECT_LE(wheel.stats().coarse_slots_opened, 2);
+  EXPECT_LE(wheel.stats().bitmap_words_read, 2 * 57 + 16);
+  EXPECT_EQ(wheel.stats().fine_slots_fired, 0);
+  EXPECT_THAT(Tags(wheel.Advance(kT0 + 3 * kDay + 5)), ElementsAre(1));
+  // Empty stretches inside an hour are skipped by the bitmap too.
+  const TimingWheel::Stats before = wheel.stats();
+  EXPECT_THAT(wheel.Advance(kT0 + 3 * kDay + 59 * kMin), IsEmpty());
+  EXPECT_EQ(wheel.stats().coarse_slots_opened, before.coarse_slots_opened);
+  EXPECT_LE(wheel.stats().bitmap_words_read - before.bitmap_words_read, 100);
+  // Ten years in one call.
+  EXPECT_THAT(Tags(wheel.Advance(kT0 + 10 * kYear)), ElementsAre(2));
+  EXPECT_LE(wheel.stats().coarse_slots_opened, 4);
+  EXPECT_LE(wheel.stats().bitmap_words_read, 1000);
+}
+
+TEST(TimingWheelTest, SweepOverARevolutionFiresInOrderAndKeepsTheRest) {
+  TimingWheel wheel(kT0);
+  std::vector<TimerEntry> all;
+  for (uint64_t i = 0; i < 5000; ++i) {
+    all.push_back({kT0 + 1 + static_cast<int64_t>(i * 21601) % (3 * kHour), i});
+    wheel.Insert(all.back().due_ms, i);
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const TimerEntry& a, const TimerEntry& b) {
+                     return a.due_ms < b.due_ms;
+                   });
+  const int64_t cut = kT0 + 2 * kHour + 250;
+  const auto split = std::upper_bound(
+      all.begin(), all.end(), cut,
+      [](int64_t t, const TimerEntry& e) { return t < e.due_ms; });
+  EXPECT_EQ(wheel.Advance(cut), std::vector<TimerEntry>(all.begin(), split));
+  EXPECT_EQ(wheel.stats().sweeps, 1);
+  EXPECT_EQ(wheel.Advance(kT0 + 4 * kHour),
+            std::vector<TimerEntry>(split, all.end()));
+}
+
+TEST(TimingWheelTest, OpenNextSecondOpensItAhead) {
+  TimingWheel wheel(kT0);
+  const int64_t next_second = kT0 + 750;  // kT0 is .250 into its second
+  const TimerHandle a = wheel.Insert(next_second + 300, 1);
+  wheel.Insert(next_second + kHour + 1, 2);   // same slot, one cycle more
+  EXPECT_EQ(wheel.NextDueMs(), next_second);  // a lower bound
+  EXPECT_TRUE(wheel.OpenNextSecond());
+  EXPECT_FALSE(wheel.OpenNextSecond());  // already open
+  EXPECT_EQ(wheel.stats().coarse_slots_opened, 1);
+  EXPECT_EQ(wheel.stats().entries_scanned, 2);
+  EXPECT_EQ(wheel.NextDueMs(), next_second + 300);  // exact now
+  // Inserts into the open second go straight to its fine slots.
+  wheel.Insert(next_second + 5, 3);
+  EXPECT_EQ(wheel.NextDueMs(), next_second + 5);
+  EXPECT_TRUE(wheel.Cancel(a));
+  EXPECT_THAT(Tags(wheel.Advance(next_second + 299)), ElementsAre(3));
+  // Entering the opened second opened no slot.
+  EXPECT_EQ(wheel.stats().coarse_slots_opened, 1);
+  EXPECT_THAT(wheel.Advance(next_second + kHour), IsEmpty());
+  EXPECT_THAT(Tags(wheel.Advance(next_second + kHour + 1)), ElementsAre(2));
+}
+
+TEST(TimingWheelTest, NextWakeMsLeavesASecondToOpenAhead) {
+  TimingWheel wheel(kT0);
+  EXPECT_EQ(wheel.NextWakeMs(), std::nullopt);
+  const int64_t due = kT0 + 10 * kSec + 100;
+  const int64_t due_second = due - 350;
+  wheel.Insert(due, 1);
+  wheel.OpenNextSecond();
+  EXPECT_EQ(wheel.NextDueMs(), due_second);
+  EXPECT_EQ(wheel.NextWakeMs(), due_second - kSec);
+  EXPECT_THAT(wheel.Advance(due_second - kSec), IsEmpty());
+  EXPECT_TRUE(wheel.OpenNextSecond());
+  EXPECT_EQ(wheel.NextWakeMs(), due);
+  EXPECT_THAT(Tags(wheel.Advance(due)), ElementsAre(1));
+  EXPECT_EQ(wheel.NextWakeMs(), std::nullopt);
+}
+
+TEST(TimingWheelTest, SweepFiresAnOpenedNextSecond) {
+  TimingWheel wheel(kT0);
+  wheel.Insert(kT0 + 900, 1);
+  wheel.Insert(kT0 + 800, 2);
+  wheel.OpenNextSecond();
+  wheel.Insert(kT0 + 2 * kHour, 3);
+  EXPECT_THAT(Tags(wheel.Advance(kT0 + 3 * kHour)), ElementsAre(2, 1, 3));
+  EXPECT_EQ(wheel.stats().sweeps, 1);
+  EXPECT_TRUE(wheel.empty());
+}
+
+TEST(TimingWheelTest, NextDueMs) {
+  TimingWheel wheel(kT0);
+  EXPECT_EQ(wheel.NextDueMs(), std::nullopt);
+  wheel.Insert(kT0 + 7 * kSec + 300, 1);
+  // A coarse entry: the start of its second (a lower bound).
+  EXPECT_EQ(wheel.NextDueMs(), kT0 - 250 + 7 * kSec);
+  wheel.Insert(kT0 + 100, 2);  // the current second: exact
+  EXPECT_EQ(wheel.NextDueMs(), kT0 + 100);
+  wheel.Insert(kT0 - 1, 3);  // overdue
+  EXPECT_EQ(wheel.NextDueMs(), kT0 - 1);
+}
+
+}  // namespace
+}  // namespace delayd::timer
