@@ -1,0 +1,87 @@
+// FaultInjectingFileSystem: a rocksdb::FileSystem that forwards to another
+// and, once armed, makes writes to the write-ahead log (files *.log) fail:
+// an I/O error, a full disk, a torn append (half the bytes reach the file,
+// then an error), or a failed fsync after a complete append. From the first
+// injected fault on, every later WAL append and sync fails with an I/O
+// error (a dead disk) until Disarm(), so what the files hold afterwards is
+// exactly what reached them before the fault: reopening the database with
+// the plain file system shows what a crash at that moment leaves.
+//
+// Thread-safe. Share it with an Env from NewFaultInjectingEnv and pass that
+// Env in RocksDbJobStore::Options::env. Part of delayd_storage_testing.
+#ifndef DELAYD_STORAGE_FAULT_INJECTING_FILE_SYSTEM_H_
+#define DELAYD_STORAGE_FAULT_INJECTING_FILE_SYSTEM_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
+
+namespace delayd::storage {
+
+enum class WalFault {
+  kIoError,    // The append fails with IOError; nothing reaches the file.
+  kNoSpace,    // The append fails with IOError(NoSpace); nothing reaches it.
+  kTornWrite,  // The first half of the bytes reach the file, then IOError.
+  kSyncError,  // The append succeeds; the next WAL sync fails with IOError.
+};
+
+class FaultInjectingFileSystem : public rocksdb::FileSystemWrapper {
+ public:
+  explicit FaultInjectingFileSystem(
+      const std::shared_ptr<rocksdb::FileSystem>& base);
+
+  // Fails the WAL append that follows `appends_to_skip` more successful
+  // ones as `fault` says (for kSyncError: the first sync after them).
+  // REQUIRES: appends_to_skip >= 0.
+  void Arm(WalFault fault, int appends_to_skip = 0) ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops injecting; later WAL writes reach the base file system again.
+  void Disarm() ABSL_LOCKS_EXCLUDED(mu_);
+  // Faults injected so far (the first one and every later refused call).
+  int faults_injected() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  const char* Name() const override { return "DelaydFaultInjectingFileSystem"; }
+  rocksdb::IOStatus NewWritableFile(
+      const std::string& fname, const rocksdb::FileOptions& options,
+      std::unique_ptr<rocksdb::FSWritableFile>* result,
+      rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus ReopenWritableFile(
+      const std::string& fname, const rocksdb::FileOptions& options,
+      std::unique_ptr<rocksdb::FSWritableFile>* result,
+      rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus ReuseWritableFile(
+      const std::string& fname, const std::string& old_fname,
+      const rocksdb::FileOptions& options,
+      std::unique_ptr<rocksdb::FSWritableFile>* result,
+      rocksdb::IODebugContext* dbg) override;
+
+  // What a WAL file does with its next append or sync. Called by the WAL
+  // file wrapper.
+  enum class Action { kPass, kFail, kFailNoSpace, kTear };
+  Action OnAppend() ABSL_LOCKS_EXCLUDED(mu_);
+  Action OnSync() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // Wraps `result` when fname is a WAL file.
+  void MaybeWrap(const std::string& fname,
+                 std::unique_ptr<rocksdb::FSWritableFile>* result);
+
+  mutable absl::Mutex mu_;
+  bool armed_ ABSL_GUARDED_BY(mu_) = false;
+  bool dead_ ABSL_GUARDED_BY(mu_) = false;  // A fault happened.
+  WalFault fault_ ABSL_GUARDED_BY(mu_) = WalFault::kIoError;
+  int appends_to_skip_ ABSL_GUARDED_BY(mu_) = 0;
+  bool sync_fault_pending_ ABSL_GUARDED_BY(mu_) = false;
+  int faults_injected_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// An Env that uses `fs` for files and Env::Default() for everything else.
+std::unique_ptr<rocksdb::Env> NewFaultInjectingEnv(
+    std::shared_ptr<FaultInjectingFileSystem> fs);
+
+}  // namespace delayd::storage
+
+#endif  // DELAYD_STORAGE_FAULT_INJECTING_FILE_SYSTEM_H_

@@ -1,0 +1,86 @@
+#include "storage/job_record.h"
+
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace delayd::storage {
+namespace {
+
+std::string KeyForMessage(JobKeyView key) {
+  return PrintableKey(EncodeJobKey(key.topic, key.id));
+}
+
+}  // namespace
+
+bool IsLive(delayd::v1::JobState state) {
+  switch (state) {
+    case delayd::v1::JOB_STATE_SCHEDULED:
+    case delayd::v1::JOB_STATE_READY:
+    case delayd::v1::JOB_STATE_IN_FLIGHT:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t TimestampToUnixMs(const google::protobuf::Timestamp& ts) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  const int64_t seconds = ts.seconds();
+  if (seconds > kMax / 1000) return kMax;
+  if (seconds < kMin / 1000 + 1) return kMin;
+  // Valid timestamps have nanos in [0, 1e9): integer division floors.
+  return seconds * 1000 + ts.nanos() / 1'000'000;
+}
+
+google::protobuf::Timestamp UnixMsToTimestamp(int64_t unix_ms) {
+  int64_t seconds = unix_ms / 1000;
+  int64_t millis = unix_ms % 1000;
+  if (millis < 0) {  // Floor towards -inf so that nanos stay non-negative.
+    seconds -= 1;
+    millis += 1000;
+  }
+  google::protobuf::Timestamp ts;
+  ts.set_seconds(seconds);
+  ts.set_nanos(static_cast<int32_t>(millis * 1'000'000));
+  return ts;
+}
+
+std::optional<int64_t> DueIndexEntryOf(const JobRecord& record) {
+  if (!IsLive(record.job().state())) return std::nullopt;
+  return ClampDueMs(TimestampToUnixMs(record.job().fire_at()));
+}
+
+absl::StatusOr<JobRecord> ParseJobRecord(JobKeyView key,
+                                         std::string_view bytes) {
+  JobRecord record;
+  if (!record.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return absl::DataLossError(absl::StrCat(
+        "storage: corrupt job record under key \"", KeyForMessage(key),
+        "\": ", bytes.size(), " bytes that do not parse as a JobRecord"));
+  }
+  if (record.format_version() == 0) {
+    return absl::DataLossError(absl::StrCat(
+        "storage: corrupt job record under key \"", KeyForMessage(key),
+        "\": format_version missing (", bytes.size(), " bytes)"));
+  }
+  if (record.format_version() > kJobRecordFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "storage: job record under key \"", KeyForMessage(key),
+        "\" has format_version ", record.format_version(),
+        ", newer than this binary reads (", kJobRecordFormatVersion,
+        "); it was written by a newer delayd: run that version"));
+  }
+  if (record.job().topic() != key.topic || record.job().id() != key.id) {
+    return absl::DataLossError(absl::StrCat(
+        "storage: corrupt job record under key \"", KeyForMessage(key),
+        "\": it names job \"",
+        PrintableKey(EncodeJobKey(record.job().topic(), record.job().id())),
+        "\""));
+  }
+  return record;
+}
+
+}  // namespace delayd::storage

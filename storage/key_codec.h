@@ -1,0 +1,101 @@
+// The key layout of delayd's RocksDB store, and the functions that encode and
+// decode its keys. Pure functions; thread-safe.
+//
+// Layout version 1 (kStoreLayoutVersion in job_record.h; bump it on any
+// change here, see storage/job_record.proto):
+//
+//   column family   key                                   value
+//   -------------   -----------------------------------   ----------------
+//   default         "delayd.meta"                         StoreMeta
+//   jobs            topic '\0' id                         JobRecord
+//   due             be64(due_ms) topic '\0' id            empty
+//
+// * topic is 1-128 bytes of [A-Za-z0-9._:-] and id is UTF-8 without control
+//   characters, so neither contains '\0' and the first '\0' splits a key
+//   unambiguously. Since '\0' sorts before every topic byte, the jobs of one
+//   topic are contiguous, ordered by id (byte order), and topic "a" sorts
+//   entirely before topic "a.b".
+// * be64 is the 8-byte big-endian unsigned due time in unix milliseconds, so
+//   byte order is due order; entries of one millisecond are ordered by
+//   topic '\0' id.
+// * Clamping: due_ms is unix ms >= 0. A negative due time (a fire_at before
+//   1970) is stored as 0: such a job is overdue and fires at once, and it
+//   sorts before every later due entry. Encode and every caller that derives
+//   a due time from a record (DueIndexEntryOf) clamp the same way.
+#ifndef DELAYD_STORAGE_KEY_CODEC_H_
+#define DELAYD_STORAGE_KEY_CODEC_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace delayd::storage {
+
+// Column family names and the meta key.
+inline constexpr char kJobsColumnFamily[] = "jobs";
+inline constexpr char kDueColumnFamily[] = "due";
+inline constexpr char kMetaKey[] = "delayd.meta";
+
+// Size of the big-endian due time that prefixes a due key.
+inline constexpr size_t kDueTimeBytes = 8;
+
+// Names a job without owning its strings.
+struct JobKeyView {
+  std::string_view topic;
+  std::string_view id;
+};
+
+// A decoded due index key; the views point into the encoded key.
+struct DueKeyView {
+  int64_t due_ms = 0;
+  std::string_view topic;
+  std::string_view id;
+};
+
+// Clamps a unix-ms due time into the due index's domain [0, INT64_MAX].
+inline int64_t ClampDueMs(int64_t due_ms) { return due_ms < 0 ? 0 : due_ms; }
+
+// `topic \0 id`.
+// REQUIRES: topic contains no '\0'.
+std::string EncodeJobKey(std::string_view topic, std::string_view id);
+
+// Splits a jobs key at its first '\0'. DATA_LOSS when there is none or the
+// topic is empty.
+absl::StatusOr<JobKeyView> DecodeJobKey(std::string_view key);
+
+// `be64(ClampDueMs(due_ms)) topic \0 id`.
+// REQUIRES: topic contains no '\0'.
+std::string EncodeDueKey(int64_t due_ms, std::string_view topic,
+                         std::string_view id);
+
+// The 8-byte big-endian prefix alone: the first key of millisecond due_ms,
+// usable as an inclusive lower or exclusive upper scan bound.
+std::string EncodeDueTime(int64_t due_ms);
+
+// Decodes a due key. DATA_LOSS when it is shorter than 9 bytes, its time is
+// above INT64_MAX or its job key does not decode.
+absl::StatusOr<DueKeyView> DecodeDueKey(std::string_view key);
+
+// A key range [begin, end) of the jobs column family.
+struct KeyRange {
+  std::string begin;
+  std::string end;
+};
+
+// The jobs keys of `topic` whose id starts with id_prefix and is greater
+// than start_after_id (empty: no lower bound). Empty when begin >= end.
+KeyRange JobScanRange(std::string_view topic, std::string_view id_prefix,
+                      std::string_view start_after_id);
+
+// The smallest key greater than every key starting with `prefix`, or "" when
+// there is none (prefix empty or all 0xff).
+std::string PrefixSuccessor(std::string_view prefix);
+
+// A key made printable for error messages ('\0' shows as "\000").
+std::string PrintableKey(std::string_view key);
+
+}  // namespace delayd::storage
+
+#endif  // DELAYD_STORAGE_KEY_CODEC_H_

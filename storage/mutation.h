@@ -1,0 +1,79 @@
+// Mutation: one change to one stored job (a put of its full record, or a
+// delete), as JobStore::Apply takes it. A value type; not synchronized.
+//
+// The store keeps the due index from what a mutation says: it removes the
+// entry at previous_due_ms (when set) and, for a put, adds the entry at
+// new_due_ms() (when set). previous_due_ms must therefore describe what is
+// stored — see JobStore::Apply for the precondition.
+#ifndef DELAYD_STORAGE_MUTATION_H_
+#define DELAYD_STORAGE_MUTATION_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "storage/job_record.h"
+#include "storage/key_codec.h"
+
+namespace delayd::storage {
+
+class Mutation {
+ public:
+  enum class Kind { kPut, kDelete };
+
+  // Stores `record` under (record.job().topic(), record.job().id()),
+  // replacing any stored record, and sets its format_version to
+  // kJobRecordFormatVersion. previous_due_ms: DueIndexEntryOf(the record
+  // stored now), nullopt when none is stored.
+  static Mutation Put(JobRecord record, std::optional<int64_t> previous_due_ms);
+
+  // Deletes the record of (topic, id) and its due entry at previous_due_ms
+  // (DueIndexEntryOf(the record stored now)). Deleting an absent job (with
+  // previous_due_ms nullopt) is a no-op.
+  static Mutation Delete(std::string topic, std::string id,
+                         std::optional<int64_t> previous_due_ms);
+
+  Kind kind() const { return kind_; }
+  std::string_view topic() const;
+  std::string_view id() const;
+  JobKeyView key() const { return {topic(), id()}; }
+  // REQUIRES: kind() == kPut.
+  const JobRecord& record() const { return record_; }
+  std::optional<int64_t> previous_due_ms() const { return previous_due_ms_; }
+  // The due entry this mutation leaves: DueIndexEntryOf(record()) for a put,
+  // nullopt for a delete.
+  std::optional<int64_t> new_due_ms() const { return new_due_ms_; }
+
+  // INVALID_ARGUMENT when the topic or id is empty (the server names
+  // id-less jobs before storing them) or contains '\0', or a put's
+  // format_version is not kJobRecordFormatVersion.
+  absl::Status Validate() const;
+
+ private:
+  Mutation(Kind kind, JobRecord record, std::string topic, std::string id,
+           std::optional<int64_t> previous_due_ms);
+
+  Kind kind_;
+  JobRecord record_;   // Kind::kPut only.
+  std::string topic_;  // Kind::kDelete only; a put's key is in record_.
+  std::string id_;
+  std::optional<int64_t> previous_due_ms_;
+  std::optional<int64_t> new_due_ms_;
+};
+
+// Checks the preconditions of JobStore::Apply that need no stored data:
+// every mutation valid, no two naming the same job. INVALID_ARGUMENT
+// naming the offending key otherwise.
+absl::Status ValidateMutations(std::span<const Mutation> mutations);
+
+// FAILED_PRECONDITION naming the key when `m.previous_due_ms()` is not
+// DueIndexEntryOf(*stored) (or nullopt when nothing is stored).
+absl::Status CheckPreviousDue(const Mutation& m,
+                              const std::optional<JobRecord>& stored);
+
+}  // namespace delayd::storage
+
+#endif  // DELAYD_STORAGE_MUTATION_H_

@@ -1,0 +1,325 @@
+#include "storage/rocksdb_job_store.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "rocksdb/db.h"
+#include "rocksdb/env.h"
+#include "rocksdb/iterator.h"
+#include "rocksdb/write_batch.h"
+#include "storage/rocksdb_options.h"
+#include "storage/rocksdb_status.h"
+#include "storage/store_meta.h"
+
+namespace delayd::storage {
+namespace {
+
+rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
+std::string_view ToView(const rocksdb::Slice& s) {
+  return {s.data(), s.size()};
+}
+
+absl::StatusOr<bool> DatabaseExists(rocksdb::Env* env,
+                                    const std::string& path) {
+  const rocksdb::Status s = env->FileExists(path + "/CURRENT");
+  if (s.ok()) return true;
+  if (s.IsNotFound()) return false;
+  return FromRocksDb(s, absl::StrCat("storage: cannot open RocksDB at ", path));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RocksDbJobStore>> RocksDbJobStore::Open(
+    const std::string& path, const Options& options) {
+  rocksdb::DBOptions db_options = MakeDbOptions(options);
+  absl::StatusOr<bool> exists = DatabaseExists(db_options.env, path);
+  if (!exists.ok()) return exists.status();
+  // Create only into an empty place: an existing database must already
+  // have exactly our column families, or Open refuses it.
+  db_options.create_if_missing = !*exists;
+  db_options.create_missing_column_families = !*exists;
+
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw_db = nullptr;
+  const rocksdb::Status s = rocksdb::DB::Open(
+      db_options, path, MakeColumnFamilies(options), &handles, &raw_db);
+  if (!s.ok()) {
+    return FromRocksDb(s,
+                       absl::StrCat("storage: cannot open RocksDB at ", path));
+  }
+  std::unique_ptr<rocksdb::DB> db(raw_db);
+  // handles: default, jobs, due. The default one is not needed.
+  db->DestroyColumnFamilyHandle(handles[0]).PermitUncheckedError();
+  auto store = std::unique_ptr<RocksDbJobStore>(new RocksDbJobStore(
+      path, options, std::move(db), handles[1], handles[2]));
+  absl::Status meta = CheckOrCreateMeta(store->db_.get(), store->jobs_cf_,
+                                        store->due_cf_, path);
+  if (!meta.ok()) return meta;  // ~RocksDbJobStore closes the database.
+  return store;
+}
+
+RocksDbJobStore::RocksDbJobStore(std::string path, const Options& options,
+                                 std::unique_ptr<rocksdb::DB> db,
+                                 rocksdb::ColumnFamilyHandle* jobs,
+                                 rocksdb::ColumnFamilyHandle* due)
+    : path_(std::move(path)),
+      options_(options),
+      db_(std::move(db)),
+      jobs_cf_(jobs),
+      due_cf_(due) {}
+
+RocksDbJobStore::~RocksDbJobStore() { Close().IgnoreError(); }
+
+absl::Status RocksDbJobStore::Close() {
+  if (db_ == nullptr) return absl::OkStatus();
+  absl::Status result;
+  if (WriteError().ok()) {
+    rocksdb::FlushOptions flush;
+    flush.wait = true;
+    // All three column families: any unflushed one keeps the WAL alive, and
+    // Open would replay all of it.
+    result = FromRocksDb(
+        db_->Flush(flush, {db_->DefaultColumnFamily(), jobs_cf_, due_cf_}),
+        absl::StrCat("storage: flush at close of ", path_));
+  }
+  for (rocksdb::ColumnFamilyHandle* cf : {jobs_cf_, due_cf_}) {
+    db_->DestroyColumnFamilyHandle(cf).PermitUncheckedError();
+  }
+  jobs_cf_ = due_cf_ = nullptr;
+  const rocksdb::Status s = db_->Close();
+  if (result.ok()) {
+    result = FromRocksDb(s, absl::StrCat("storage: close of ", path_));
+  }
+  db_.reset();
+  return result;
+}
+
+absl::Status RocksDbJobStore::EnableAutoCompactions() {
+  for (rocksdb::ColumnFamilyHandle* cf : {jobs_cf_, due_cf_}) {
+    const rocksdb::Status s =
+        db_->SetOptions(cf, {{"disable_auto_compactions", "false"}});
+    if (!s.ok()) {
+      return FromRocksDb(s, absl::StrCat("storage: cannot enable compactions "
+                                         "of ",
+                                         cf->GetName(), " at ", path_));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RocksDbJobStore::WriteError() const {
+  if (!write_failed_.load(std::memory_order_acquire)) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  return write_error_;
+}
+
+absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
+                                    Durability durability) {
+  if (mutations.empty()) return absl::OkStatus();
+  // Malformed calls are caller bugs, not write failures: not counted.
+  if (absl::Status s = ValidateMutations(mutations); !s.ok()) return s;
+  if (options_.verify_previous_due) {
+    if (absl::Status s = VerifyPreviousDue(mutations); !s.ok()) return s;
+  }
+  const bool sync = durability == Durability::kSync &&
+                    options_.sync_mode == SyncMode::kAlways;
+  const absl::Time start = absl::Now();
+  if (absl::Status s = WriteError(); !s.ok()) {
+    counters_.RecordWrite(false, sync, mutations.size(), absl::Now() - start);
+    return s;
+  }
+
+  rocksdb::WriteBatch batch;
+  rocksdb::Status s;
+  std::string value;
+  for (const Mutation& m : mutations) {
+    if (m.previous_due_ms().has_value()) {
+      s = batch.Delete(due_cf_,
+                       EncodeDueKey(*m.previous_due_ms(), m.topic(), m.id()));
+    }
+    const std::string key = EncodeJobKey(m.topic(), m.id());
+    if (s.ok() && m.kind() == Mutation::Kind::kDelete) {
+      s = batch.Delete(jobs_cf_, key);
+    } else if (s.ok()) {
+      m.record().SerializeToString(&value);
+      s = batch.Put(jobs_cf_, key, value);
+      if (s.ok() && m.new_due_ms().has_value()) {
+        s = batch.Put(due_cf_, EncodeDueKey(*m.new_due_ms(), m.topic(), m.id()),
+                      rocksdb::Slice());
+      }
+    }
+    if (!s.ok()) {  // Only a batch above RocksDB's size limit (4 GiB).
+      return FromRocksDb(s, "storage: cannot build the write batch");
+    }
+  }
+
+  rocksdb::WriteOptions write;
+  write.sync = sync;
+  s = db_->Write(write, &batch);
+  counters_.RecordWrite(s.ok(), sync, mutations.size(), absl::Now() - start);
+  if (s.ok()) return absl::OkStatus();
+
+  absl::Status error =
+      FromRocksDb(s, absl::StrCat("storage: write of ", mutations.size(),
+                                  " mutations to ", path_, " failed"));
+  absl::MutexLock lock(&mu_);
+  if (write_error_.ok()) {
+    write_error_ = absl::Status(
+        error.code(),
+        absl::StrCat("storage: writes are refused until Resume() succeeds or "
+                     "the store is reopened, after: ",
+                     error.message()));
+    write_failed_.store(true, std::memory_order_release);
+  }
+  return error;
+}
+
+absl::Status RocksDbJobStore::VerifyPreviousDue(
+    std::span<const Mutation> mutations) const {
+  std::vector<JobKeyView> keys;
+  keys.reserve(mutations.size());
+  for (const Mutation& m : mutations) keys.push_back(m.key());
+  absl::StatusOr<std::vector<std::optional<JobRecord>>> stored = MultiGet(keys);
+  if (!stored.ok()) return stored.status();
+  for (size_t i = 0; i < mutations.size(); ++i) {
+    if (absl::Status s = CheckPreviousDue(mutations[i], (*stored)[i]);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<JobRecord>> RocksDbJobStore::Get(
+    std::string_view topic, std::string_view id) const {
+  const std::string key = EncodeJobKey(topic, id);
+  rocksdb::PinnableSlice value;
+  const rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), jobs_cf_, key, &value);
+  if (s.IsNotFound()) return std::nullopt;
+  if (!s.ok()) {
+    return FromRocksDb(s, absl::StrCat("storage: read of key \"",
+                                       PrintableKey(key), "\" failed"));
+  }
+  absl::StatusOr<JobRecord> record = ParseJobRecord({topic, id}, ToView(value));
+  if (!record.ok()) return record.status();
+  return std::optional<JobRecord>(*std::move(record));
+}
+
+absl::StatusOr<std::vector<std::optional<JobRecord>>> RocksDbJobStore::MultiGet(
+    std::span<const JobKeyView> keys) const {
+  const size_t n = keys.size();
+  std::vector<std::string> encoded(n);
+  std::vector<rocksdb::Slice> slices(n);
+  for (size_t i = 0; i < n; ++i) {
+    encoded[i] = EncodeJobKey(keys[i].topic, keys[i].id);
+    slices[i] = encoded[i];
+  }
+  std::vector<rocksdb::PinnableSlice> values(n);
+  std::vector<rocksdb::Status> statuses(n);
+  db_->MultiGet(rocksdb::ReadOptions(), jobs_cf_, n, slices.data(),
+                values.data(), statuses.data());
+  std::vector<std::optional<JobRecord>> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (statuses[i].IsNotFound()) continue;
+    if (!statuses[i].ok()) {
+      return FromRocksDb(statuses[i],
+                         absl::StrCat("storage: read of key \"",
+                                      PrintableKey(encoded[i]), "\" failed"));
+    }
+    absl::StatusOr<JobRecord> record =
+        ParseJobRecord(keys[i], ToView(values[i]));
+    if (!record.ok()) return record.status();
+    out[i] = *std::move(record);
+  }
+  return out;
+}
+
+absl::Status RocksDbJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
+                                      DueVisitor visitor) const {
+  if (ClampDueMs(from_ms) >= ClampDueMs(to_ms)) return absl::OkStatus();
+  const std::string lower = EncodeDueTime(from_ms);
+  const std::string upper = EncodeDueTime(to_ms);
+  const rocksdb::Slice lower_slice(lower);
+  const rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions read = DueScanReadOptions();
+  read.iterate_lower_bound = &lower_slice;
+  read.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, due_cf_));
+  for (it->Seek(lower_slice); it->Valid(); it->Next()) {
+    absl::StatusOr<DueKeyView> due = DecodeDueKey(ToView(it->key()));
+    if (!due.ok()) return due.status();
+    if (!visitor(due->due_ms, due->topic, due->id)) return absl::OkStatus();
+  }
+  return FromRocksDb(it->status(), "storage: due index scan failed");
+}
+
+absl::Status RocksDbJobStore::ScanJobs(std::string_view topic,
+                                       std::string_view id_prefix,
+                                       std::string_view start_after_id,
+                                       JobVisitor visitor) const {
+  const KeyRange range = JobScanRange(topic, id_prefix, start_after_id);
+  if (range.begin >= range.end) return absl::OkStatus();
+  const rocksdb::Slice upper(range.end);
+  rocksdb::ReadOptions read;
+  read.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, jobs_cf_));
+  for (it->Seek(ToSlice(range.begin)); it->Valid(); it->Next()) {
+    absl::StatusOr<JobKeyView> key = DecodeJobKey(ToView(it->key()));
+    if (!key.ok()) return key.status();
+    absl::StatusOr<JobRecord> record =
+        ParseJobRecord(*key, ToView(it->value()));
+    if (!record.ok()) return record.status();
+    if (!visitor(*record)) return absl::OkStatus();
+  }
+  return FromRocksDb(it->status(), "storage: job scan failed");
+}
+
+absl::Status RocksDbJobStore::ScanTopics(TopicVisitor visitor) const {
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), jobs_cf_));
+  it->SeekToFirst();
+  while (it->Valid()) {
+    absl::StatusOr<JobKeyView> key = DecodeJobKey(ToView(it->key()));
+    if (!key.ok()) return key.status();
+    const std::string topic(key->topic);
+    if (!visitor(topic)) return absl::OkStatus();
+    // Every key of the topic starts with `topic \0`: jump past them.
+    it->Seek(PrefixSuccessor(EncodeJobKey(topic, "")));
+  }
+  return FromRocksDb(it->status(), "storage: topic scan failed");
+}
+
+absl::Status RocksDbJobStore::Resume() {
+  absl::MutexLock lock(&mu_);
+  if (write_error_.ok()) return absl::OkStatus();
+  const rocksdb::Status s = db_->Resume();
+  if (!s.ok()) {
+    return FromRocksDb(
+        s, absl::StrCat("storage: cannot resume writes to ", path_, " (",
+                        write_error_.message(), "); reopen the store"));
+  }
+  write_error_ = absl::OkStatus();
+  write_failed_.store(false, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+std::optional<std::string> RocksDbJobStore::GetProperty(
+    std::string_view column_family, const std::string& name) const {
+  rocksdb::ColumnFamilyHandle* cf = nullptr;
+  if (column_family == kJobsColumnFamily) {
+    cf = jobs_cf_;
+  } else if (column_family == kDueColumnFamily) {
+    cf = due_cf_;
+  } else if (column_family == rocksdb::kDefaultColumnFamilyName) {
+    cf = db_->DefaultColumnFamily();
+  } else {
+    return std::nullopt;
+  }
+  std::string value;
+  if (!db_->GetProperty(cf, name, &value)) return std::nullopt;
+  return value;
+}
+
+}  // namespace delayd::storage

@@ -1,0 +1,168 @@
+// RocksDbJobStore: the durable JobStore, on one RocksDB database with the
+// column families `jobs` and `due` (layout: key_codec.h; record format and
+// versioning: job_record.proto). Every Apply is one WriteBatch over both
+// column families, hence one WAL record: atomic across a crash.
+//
+// Owns the database; the destructor closes it (see Close). Thread-safe:
+// every method may be called concurrently. Concurrent synced Applies share
+// WAL fsyncs: RocksDB groups writers queued behind the leader into one WAL
+// write and one fsync (group commit).
+//
+// Write errors are sticky, as in LevelDB: once a write fails (I/O error,
+// disk full), RocksDB itself stops accepting writes (background error, the
+// WAL may end in a torn record), and this store refuses every later Apply
+// with the first error's code until Resume() succeeds or the store is
+// reopened. Reads keep working and see only what was written before the
+// failure. Resume() succeeds when RocksDB can recover on its own: after a
+// full disk (RESOURCE_EXHAUSTED) RocksDB retries in the background and,
+// once space is back, flushes its memtables to a fresh WAL; Resume()
+// answers UNAVAILABLE ("busy") until then, so the server may call it every
+// few seconds while writes are refused. After a WAL I/O error (UNAVAILABLE)
+// Resume() keeps failing: the store must be reopened, which replays the
+// WAL up to its last whole record (tests: rocksdb_fault_test.cc).
+//
+// Only storage/ includes RocksDB; this header only forward-declares it.
+#ifndef DELAYD_STORAGE_ROCKSDB_JOB_STORE_H_
+#define DELAYD_STORAGE_ROCKSDB_JOB_STORE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/job_store.h"
+
+namespace rocksdb {
+class ColumnFamilyHandle;
+class DB;
+class Env;
+}  // namespace rocksdb
+
+namespace delayd::storage {
+
+// The server-wide --sync flag.
+enum class SyncMode {
+  // Durability::kSync writes fsync the WAL before they return.
+  kAlways,
+  // No write fsyncs; the OS writes the WAL back when it likes. A kill -9
+  // loses nothing, a power loss may lose the last seconds.
+  kNone,
+};
+
+class RocksDbJobStore final : public JobStore {
+ public:
+  struct Options {
+    // Default: kAlways.
+    SyncMode sync_mode = SyncMode::kAlways;
+    // Shared LRU block cache of both column families. Default: 128 MiB.
+    size_t block_cache_bytes = size_t{128} << 20;
+    // Memtable size of `jobs` (records, with payloads). Default: 64 MiB.
+    size_t jobs_write_buffer_bytes = size_t{64} << 20;
+    // Memtable size of `due` (small keys, empty values). Default: 16 MiB.
+    size_t due_write_buffer_bytes = size_t{16} << 20;
+    // WAL size that forces a flush of the column families holding the
+    // oldest WAL file; bounds WAL replay at restart. Default: 256 MiB.
+    uint64_t max_total_wal_bytes = uint64_t{256} << 20;
+    // RocksDB's enable_pipelined_write (see rocksdb_options.cc). Default:
+    // true. An option so that store_bench can measure it.
+    bool pipelined_write = true;
+    // Flush and compaction threads. Default: 2 (the target has 2 cores).
+    int background_jobs = 2;
+    // Open with automatic compactions off (flushes still run), so that a
+    // restart's recovery scan does not share the cores with the
+    // compactions RocksDB owes; the server calls EnableAutoCompactions()
+    // once recovery is done. Left off, L0 files pile up until writes stall.
+    // Default: false.
+    bool defer_auto_compactions = false;
+    // Read each mutation's stored record inside Apply and refuse a wrong
+    // previous_due_ms with FAILED_PRECONDITION (one MultiGet per Apply; for
+    // tests). Default: false.
+    bool verify_previous_due = false;
+    // Not owned; must outlive the store. Default (nullptr): Env::Default().
+    // Tests pass a fault-injecting Env.
+    rocksdb::Env* env = nullptr;
+  };
+
+  // Opens the store at `path`, creating the database, its column families
+  // and its meta record when `path` holds none. Refuses, naming the path:
+  //   a database that RocksDB cannot open (corrupt, locked by another
+  //   process, unknown column families): "storage: cannot open RocksDB at
+  //   <path>: <rocksdb status>", code per rocksdb_status.h;
+  //   a meta record that is malformed (DATA_LOSS) or missing while the store
+  //   holds jobs (DATA_LOSS), or of a newer layout version
+  //   (FAILED_PRECONDITION).
+  static absl::StatusOr<std::unique_ptr<RocksDbJobStore>> Open(
+      const std::string& path, const Options& options);
+
+  RocksDbJobStore(const RocksDbJobStore&) = delete;
+  RocksDbJobStore& operator=(const RocksDbJobStore&) = delete;
+  // Calls Close() if it was not called; its error is lost.
+  ~RocksDbJobStore() override;
+
+  // Flushes the memtables of all column families, so that the next Open
+  // replays no WAL (after kill -9 it replays the WAL since the last flush,
+  // at most Options::max_total_wal_bytes), and closes the database. Returns the
+  // first error; the database is closed in any case. REQUIRES: no other call is
+  // running or will be made, except the destructor.
+  absl::Status Close();
+
+  // Turns automatic compactions on (after Options::defer_auto_compactions).
+  // Idempotent.
+  absl::Status EnableAutoCompactions();
+
+  absl::Status Apply(std::span<const Mutation> mutations,
+                     Durability durability) override;
+  absl::StatusOr<std::optional<JobRecord>> Get(
+      std::string_view topic, std::string_view id) const override;
+  absl::StatusOr<std::vector<std::optional<JobRecord>>> MultiGet(
+      std::span<const JobKeyView> keys) const override;
+  absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
+                       DueVisitor visitor) const override;
+  absl::Status ScanJobs(std::string_view topic, std::string_view id_prefix,
+                        std::string_view start_after_id,
+                        JobVisitor visitor) const override;
+  absl::Status ScanTopics(TopicVisitor visitor) const override;
+  absl::Status Resume() override;
+  StoreStats stats() const override { return counters_.Snapshot(); }
+
+  // A RocksDB property of column family `column_family` ("default", "jobs"
+  // or "due"), for diagnostics, metrics and benchmarks, e.g.
+  // ("jobs", "rocksdb.estimate-num-keys"). Db-wide properties such as
+  // "rocksdb.dbstats" (write groups, WAL syncs) are kept with "default".
+  // nullopt when unknown.
+  std::optional<std::string> GetProperty(std::string_view column_family,
+                                         const std::string& name) const;
+
+ private:
+  RocksDbJobStore(std::string path, const Options& options,
+                  std::unique_ptr<rocksdb::DB> db,
+                  rocksdb::ColumnFamilyHandle* jobs,
+                  rocksdb::ColumnFamilyHandle* due);
+
+  // The sticky write error, OK when writes are accepted.
+  absl::Status WriteError() const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status VerifyPreviousDue(std::span<const Mutation> mutations) const;
+
+  // Constant after construction (until Close).
+  const std::string path_;
+  const Options options_;
+  std::unique_ptr<rocksdb::DB> db_;
+  rocksdb::ColumnFamilyHandle* jobs_cf_;  // Owned; released by Close.
+  rocksdb::ColumnFamilyHandle* due_cf_;   // Owned; released by Close.
+
+  StoreCounters counters_;
+
+  mutable absl::Mutex mu_;
+  absl::Status write_error_ ABSL_GUARDED_BY(mu_);
+  // !write_error_.ok(), readable without mu_ on the write path; written
+  // under mu_.
+  std::atomic<bool> write_failed_{false};
+};
+
+}  // namespace delayd::storage
+
+#endif  // DELAYD_STORAGE_ROCKSDB_JOB_STORE_H_

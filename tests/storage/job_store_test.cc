@@ -1,0 +1,377 @@
+// The behavioural contract of JobStore (job_store.h), run against every
+// implementation: InMemoryJobStore and RocksDbJobStore (in a temp dir, with
+// verify_previous_due on, reopened from its files where the test says so).
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/in_memory_job_store.h"
+#include "storage/rocksdb_job_store.h"
+#include "tests/storage/store_test_util.h"
+#include "tests/support/status_matchers.h"
+
+namespace delayd::storage {
+namespace {
+
+using ::delayd::storage::testing::Canonical;
+using ::delayd::storage::testing::Dump;
+using ::delayd::storage::testing::ExpectDueIndexConsistent;
+using ::delayd::storage::testing::MakeRecord;
+using ::delayd::v1::JOB_STATE_DEAD;
+using ::delayd::v1::JOB_STATE_IN_FLIGHT;
+using ::delayd::v1::JOB_STATE_READY;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+constexpr int64_t kAll = std::numeric_limits<int64_t>::max();
+
+class InMemoryHarness {
+ public:
+  JobStore& store() { return store_; }
+  void Reopen() {}
+  void PutRawRecord(std::string_view topic, std::string_view id,
+                    std::string bytes) {
+    store_.PutRawRecordForTesting(topic, id, std::move(bytes));
+  }
+
+ private:
+  InMemoryJobStore store_;
+};
+
+class RocksDbHarness {
+ public:
+  RocksDbHarness() { Reopen(); }
+  JobStore& store() { return *store_; }
+  void Reopen() {
+    store_.reset();
+    RocksDbJobStore::Options options;
+    options.verify_previous_due = true;
+    absl::StatusOr<std::unique_ptr<RocksDbJobStore>> store =
+        RocksDbJobStore::Open(dir_.path(), options);
+    ASSERT_OK(store);
+    store_ = *std::move(store);
+  }
+  void PutRawRecord(std::string_view topic, std::string_view id,
+                    std::string bytes) {
+    store_.reset();
+    ASSERT_OK(testing::RawPut(dir_.path(), kJobsColumnFamily,
+                              EncodeJobKey(topic, id), bytes));
+    Reopen();
+  }
+
+ private:
+  testing::TempDir dir_;
+  std::unique_ptr<RocksDbJobStore> store_;
+};
+
+template <typename Harness>
+class JobStoreTest : public ::testing::Test {
+ protected:
+  JobStore& store() { return harness_.store(); }
+
+  void Put(const JobRecord& record, std::optional<int64_t> previous_due) {
+    const Mutation m = Mutation::Put(record, previous_due);
+    ASSERT_OK(store().Apply({&m, 1}, Durability::kSync));
+  }
+
+  std::vector<std::pair<int64_t, std::string>> DueEntries(int64_t from,
+                                                          int64_t to) {
+    std::vector<std::pair<int64_t, std::string>> out;
+    EXPECT_OK(store().ScanDue(
+        from, to,
+        [&](int64_t due, std::string_view topic, std::string_view id) {
+          out.emplace_back(due, std::string(topic) + "/" + std::string(id));
+          return true;
+        }));
+    return out;
+  }
+
+  std::vector<std::string> Ids(std::string_view topic, std::string_view prefix,
+                               std::string_view after) {
+    std::vector<std::string> out;
+    EXPECT_OK(store().ScanJobs(topic, prefix, after, [&](const JobRecord& r) {
+      out.push_back(r.job().id());
+      return true;
+    }));
+    return out;
+  }
+
+  Harness harness_;
+};
+
+using Harnesses = ::testing::Types<InMemoryHarness, RocksDbHarness>;
+TYPED_TEST_SUITE(JobStoreTest, Harnesses);
+
+TYPED_TEST(JobStoreTest, RoundTripsEveryField) {
+  JobRecord record =
+      MakeRecord("orders.close", "order-8812", 1'780'000'000'123,
+                 JOB_STATE_IN_FLIGHT, std::string("\0bin\xff payload", 13));
+  delayd::v1::Job* job = record.mutable_job();
+  job->set_attempts(3);
+  job->mutable_retry()->set_max_attempts(7);
+  job->mutable_retry()->mutable_lease()->set_seconds(30);
+  job->mutable_retry()->mutable_initial_backoff()->set_nanos(500'000'000);
+  job->mutable_retry()->mutable_max_backoff()->set_seconds(600);
+  job->mutable_retry()->set_backoff_multiplier(1.5);
+  (*job->mutable_labels())["tenant"] = "acme";
+  (*job->mutable_labels())["kind"] = "close";
+  *job->mutable_created_at() = UnixMsToTimestamp(1'700'000'000'000);
+  *job->mutable_updated_at() = UnixMsToTimestamp(1'700'000'000'001);
+  job->set_last_error("lease expired");
+  record.set_delivery_nonce(0xfeedfacecafebeef);
+  record.set_lease_expires_at_ms(1'780'000'030'123);
+  record.set_spec_digest(42);
+  this->Put(record, std::nullopt);
+  record.set_format_version(kJobRecordFormatVersion);
+
+  for (int pass = 0; pass < 2; ++pass) {
+    ASSERT_OK_AND_ASSIGN(std::optional<JobRecord> got,
+                         this->store().Get("orders.close", "order-8812"));
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(Canonical(*got), Canonical(record)) << got->DebugString();
+    this->harness_.Reopen();
+  }
+  ASSERT_OK_AND_ASSIGN(std::optional<JobRecord> missing,
+                       this->store().Get("orders.close", "nope"));
+  EXPECT_FALSE(missing.has_value());
+}
+
+TYPED_TEST(JobStoreTest, DueIndexOrdersAcrossYearsAndWithinAMillisecond) {
+  const int64_t k2026 = 1'780'000'000'000;  // 2026-05-28
+  const int64_t k2126 = 4'935'000'000'000;  // 2126-05-20
+  this->Put(MakeRecord("t", "y2126", k2126), std::nullopt);
+  this->Put(MakeRecord("t", "y2026", k2026), std::nullopt);
+  this->Put(MakeRecord("t", "before1970", -86'400'000), std::nullopt);
+  this->Put(MakeRecord("t", "epoch+1", 1), std::nullopt);
+  this->Put(MakeRecord("t", "epoch", 0), std::nullopt);
+  // Ties within one millisecond: ordered by topic, then id, bytewise.
+  this->Put(MakeRecord("b", "1", k2026 + 1), std::nullopt);
+  this->Put(MakeRecord("a", "2", k2026 + 1), std::nullopt);
+  this->Put(MakeRecord("a", "10", k2026 + 1), std::nullopt);
+  this->Put(MakeRecord("a.b", "0", k2026 + 1), std::nullopt);
+
+  EXPECT_THAT(this->DueEntries(0, kAll),
+              ElementsAre(Pair(0, "t/before1970"), Pair(0, "t/epoch"),
+                          Pair(1, "t/epoch+1"), Pair(k2026, "t/y2026"),
+                          Pair(k2026 + 1, "a/10"), Pair(k2026 + 1, "a/2"),
+                          Pair(k2026 + 1, "a.b/0"), Pair(k2026 + 1, "b/1"),
+                          Pair(k2126, "t/y2126")));
+  // [from, to): the jobs of one millisecond.
+  EXPECT_EQ(this->DueEntries(k2026 + 1, k2026 + 2).size(), 4u);
+  EXPECT_THAT(this->DueEntries(k2026, k2026 + 1),
+              ElementsAre(Pair(k2026, "t/y2026")));
+  EXPECT_TRUE(this->DueEntries(k2026 + 2, k2126).empty());
+  EXPECT_TRUE(this->DueEntries(5, 5).empty());
+  // Negative bounds clamp to 0.
+  EXPECT_EQ(this->DueEntries(-100, 1).size(), 2u);
+
+  int visited = 0;
+  EXPECT_OK(this->store().ScanDue(
+      0, kAll, [&](int64_t, auto, auto) { return ++visited < 3; }));
+  EXPECT_EQ(visited, 3);
+}
+
+TYPED_TEST(JobStoreTest, ReplaceMovesTheDueEntryAndFinalStatesLeaveIt) {
+  JobRecord record = MakeRecord("t", "job", 1000);
+  this->Put(record, std::nullopt);
+  *record.mutable_job()->mutable_fire_at() = UnixMsToTimestamp(5000);
+  this->Put(record, 1000);
+  EXPECT_THAT(this->DueEntries(0, kAll), ElementsAre(Pair(5000, "t/job")));
+
+  record.mutable_job()->set_state(JOB_STATE_READY);  // Same due, new state.
+  this->Put(record, 5000);
+  EXPECT_THAT(this->DueEntries(0, kAll), ElementsAre(Pair(5000, "t/job")));
+
+  record.mutable_job()->set_state(JOB_STATE_DEAD);
+  this->Put(record, 5000);
+  EXPECT_TRUE(this->DueEntries(0, kAll).empty());
+  ASSERT_OK_AND_ASSIGN(std::optional<JobRecord> got,
+                       this->store().Get("t", "job"));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->job().state(), JOB_STATE_DEAD);
+
+  record.mutable_job()->set_state(delayd::v1::JOB_STATE_SCHEDULED);  // Redrive.
+  this->Put(record, std::nullopt);
+  EXPECT_THAT(this->DueEntries(0, kAll), ElementsAre(Pair(5000, "t/job")));
+  ExpectDueIndexConsistent(Dump(this->store()));
+}
+
+TYPED_TEST(JobStoreTest, DeleteRemovesRecordAndDueEntry) {
+  this->Put(MakeRecord("t", "a", 10), std::nullopt);
+  this->Put(MakeRecord("t", "b", 20), std::nullopt);
+  const Mutation del = Mutation::Delete("t", "a", 10);
+  ASSERT_OK(this->store().Apply({&del, 1}, Durability::kSync));
+  ASSERT_OK_AND_ASSIGN(std::optional<JobRecord> got,
+                       this->store().Get("t", "a"));
+  EXPECT_FALSE(got.has_value());
+  EXPECT_THAT(this->DueEntries(0, kAll), ElementsAre(Pair(20, "t/b")));
+  this->harness_.Reopen();
+  EXPECT_THAT(this->DueEntries(0, kAll), ElementsAre(Pair(20, "t/b")));
+  const Mutation absent = Mutation::Delete("t", "never", std::nullopt);
+  EXPECT_OK(this->store().Apply({&absent, 1}, Durability::kNoSync));
+}
+
+TYPED_TEST(JobStoreTest, BatchIsAllOrNothingOnAViolatedPrecondition) {
+  this->Put(MakeRecord("t", "old", 10), std::nullopt);
+  std::vector<Mutation> batch;
+  for (int i = 0; i < 1000; ++i) {
+    batch.push_back(
+        Mutation::Put(MakeRecord("t", absl::StrCat("n", i), i), std::nullopt));
+  }
+  const testing::StoreDump before = Dump(this->store());
+  // Wrong previous due for an existing job: refused, nothing written.
+  batch.push_back(Mutation::Put(MakeRecord("t", "old", 99), 11));
+  absl::Status s = this->store().Apply(batch, Durability::kSync);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("t\\000old"));
+  EXPECT_EQ(Dump(this->store()), before);
+  // The same job twice: refused, nothing written.
+  batch.back() = Mutation::Put(MakeRecord("t", "n5", 99), std::nullopt);
+  s = this->store().Apply(batch, Durability::kSync);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(Dump(this->store()), before);
+  // An empty topic or id: refused.
+  batch.back() = Mutation::Delete("", "x", std::nullopt);
+  EXPECT_EQ(this->store().Apply(batch, Durability::kSync).code(),
+            absl::StatusCode::kInvalidArgument);
+  batch.back() = Mutation::Put(MakeRecord("t", "", 1), std::nullopt);
+  EXPECT_EQ(this->store().Apply(batch, Durability::kSync).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  batch.back() = Mutation::Put(MakeRecord("t", "old", 99), 10);
+  const StoreStats stats_before = this->store().stats();
+  ASSERT_OK(this->store().Apply(batch, Durability::kSync));
+  const StoreStats stats = this->store().stats();
+  EXPECT_EQ(stats.writes, stats_before.writes + 1);
+  EXPECT_EQ(stats.mutations_written, stats_before.mutations_written + 1001);
+  EXPECT_EQ(this->DueEntries(0, kAll).size(), 1001u);
+  ExpectDueIndexConsistent(Dump(this->store()));
+}
+
+TYPED_TEST(JobStoreTest, ScanJobsByTopicPrefixAndCursor) {
+  for (const char* topic : {"a", "a.b", "ab"}) {
+    for (const char* id : {"x1", "x10", "x2", "y"}) {
+      this->Put(MakeRecord(topic, id, 5), std::nullopt);
+    }
+  }
+  EXPECT_THAT(this->Ids("a", "", ""), ElementsAre("x1", "x10", "x2", "y"));
+  EXPECT_THAT(this->Ids("a", "x1", ""), ElementsAre("x1", "x10"));
+  EXPECT_THAT(this->Ids("a", "x", "x1"), ElementsAre("x10", "x2"));
+  EXPECT_THAT(this->Ids("a", "", "x2"), ElementsAre("y"));
+  EXPECT_THAT(this->Ids("a", "x", "y"), ElementsAre());
+  EXPECT_THAT(this->Ids("a", "z", ""), ElementsAre());
+  EXPECT_THAT(this->Ids("nope", "", ""), ElementsAre());
+
+  // Paging with an early stop, as ListJobs does.
+  std::vector<std::string> pages;
+  std::string cursor;
+  for (;;) {
+    std::vector<std::string> page;
+    ASSERT_OK(
+        this->store().ScanJobs("a.b", "", cursor, [&](const JobRecord& r) {
+          page.push_back(r.job().id());
+          return page.size() < 2;
+        }));
+    if (page.empty()) break;
+    cursor = page.back();
+    pages.insert(pages.end(), page.begin(), page.end());
+  }
+  EXPECT_THAT(pages, ElementsAre("x1", "x10", "x2", "y"));
+
+  std::vector<std::string> topics;
+  ASSERT_OK(this->store().ScanTopics([&](std::string_view t) {
+    topics.emplace_back(t);
+    return true;
+  }));
+  EXPECT_THAT(topics, ElementsAre("a", "a.b", "ab"));
+}
+
+TYPED_TEST(JobStoreTest, MultiGetAnswersInKeyOrder) {
+  this->Put(MakeRecord("t", "1", 1), std::nullopt);
+  this->Put(MakeRecord("u", "2", 2), std::nullopt);
+  const std::vector<JobKeyView> keys = {{"u", "2"}, {"t", "0"}, {"t", "1"}};
+  ASSERT_OK_AND_ASSIGN(auto got, this->store().MultiGet(keys));
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_TRUE(got[0].has_value());
+  EXPECT_EQ(got[0]->job().id(), "2");
+  EXPECT_FALSE(got[1].has_value());
+  ASSERT_TRUE(got[2].has_value());
+  EXPECT_EQ(got[2]->job().id(), "1");
+}
+
+TYPED_TEST(JobStoreTest, CorruptRecordIsRefusedNamingItsKey) {
+  this->Put(MakeRecord("t", "good", 1), std::nullopt);
+  this->harness_.PutRawRecord("t", "bad", "\xff\xfe garbage");
+  absl::StatusOr<std::optional<JobRecord>> got = this->store().Get("t", "bad");
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
+  EXPECT_THAT(got.status().message(), HasSubstr("t\\000bad"));
+  const std::vector<JobKeyView> keys = {{"t", "good"}, {"t", "bad"}};
+  EXPECT_EQ(this->store().MultiGet(keys).status().code(),
+            absl::StatusCode::kDataLoss);
+  const absl::Status scan = this->store().ScanJobs(
+      "t", "", "", [](const JobRecord&) { return true; });
+  EXPECT_EQ(scan.code(), absl::StatusCode::kDataLoss) << scan;
+  EXPECT_THAT(scan.message(), HasSubstr("t\\000bad"));
+  // The good record still reads.
+  EXPECT_OK(this->store().Get("t", "good"));
+}
+
+TYPED_TEST(JobStoreTest, RecordOfANewerFormatIsRefused) {
+  JobRecord future = MakeRecord("t", "future", 1);
+  future.set_format_version(kJobRecordFormatVersion + 1);
+  this->harness_.PutRawRecord("t", "future", future.SerializeAsString());
+  absl::StatusOr<std::optional<JobRecord>> got =
+      this->store().Get("t", "future");
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(got.status().message(), HasSubstr("t\\000future"));
+  EXPECT_THAT(got.status().message(), HasSubstr("format_version 2"));
+}
+
+TYPED_TEST(JobStoreTest, ReopenKeepsEverything) {
+  for (int i = 0; i < 200; ++i) {
+    this->Put(MakeRecord(absl::StrCat("t", i % 3), absl::StrCat("id", i), i * 7,
+                         i % 5 == 0 ? JOB_STATE_DEAD : JOB_STATE_READY),
+              std::nullopt);
+  }
+  const testing::StoreDump before = Dump(this->store());
+  EXPECT_EQ(before.records.size(), 200u);
+  EXPECT_EQ(before.due_keys.size(), 160u);
+  this->harness_.Reopen();
+  EXPECT_EQ(Dump(this->store()), before);
+  ExpectDueIndexConsistent(before);
+}
+
+TYPED_TEST(JobStoreTest, ConcurrentWritersAllLand) {
+  constexpr int kThreads = 8;
+  constexpr int kBatches = 25;
+  constexpr int kPerBatch = 10;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([this, t] {
+      for (int b = 0; b < kBatches; ++b) {
+        std::vector<Mutation> batch;
+        for (int i = 0; i < kPerBatch; ++i) {
+          batch.push_back(
+              Mutation::Put(MakeRecord("t", absl::StrCat(t, "-", b, "-", i), b),
+                            std::nullopt));
+        }
+        EXPECT_OK(this->store().Apply(
+            batch, b % 2 ? Durability::kSync : Durability::kNoSync));
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const testing::StoreDump dump = Dump(this->store());
+  EXPECT_EQ(dump.records.size(), size_t{kThreads * kBatches * kPerBatch});
+  ExpectDueIndexConsistent(dump);
+  EXPECT_GE(this->store().stats().writes, uint64_t{kThreads * kBatches});
+}
+
+}  // namespace
+}  // namespace delayd::storage

@@ -1,0 +1,123 @@
+#include "storage/key_codec.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
+
+namespace delayd::storage {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(KeyCodecTest, JobKeyRoundTrips) {
+  const std::string key = EncodeJobKey("orders.close", "order-8812");
+  EXPECT_EQ(key, std::string("orders.close\0order-8812", 23));
+  ASSERT_OK_AND_ASSIGN(JobKeyView view, DecodeJobKey(key));
+  EXPECT_EQ(view.topic, "orders.close");
+  EXPECT_EQ(view.id, "order-8812");
+}
+
+TEST(KeyCodecTest, MalformedJobKeysAreDataLoss) {
+  EXPECT_EQ(DecodeJobKey("no-separator").status().code(),
+            absl::StatusCode::kDataLoss);
+  absl::Status s = DecodeJobKey(std::string("\0id", 3)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("\\000id"));
+}
+
+TEST(KeyCodecTest, TopicsAreContiguousAndOrdered) {
+  std::vector<std::string> keys = {
+      EncodeJobKey("a.b", "0"), EncodeJobKey("a", "zzz"),
+      EncodeJobKey("ab", "0"), EncodeJobKey("a", "0")};
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      EncodeJobKey("a", "0"), EncodeJobKey("a", "zzz"),
+                      EncodeJobKey("a.b", "0"), EncodeJobKey("ab", "0")}));
+}
+
+TEST(KeyCodecTest, DueTimeIsBigEndian) {
+  EXPECT_EQ(EncodeDueTime(0x0102030405060708),
+            std::string("\x01\x02\x03\x04\x05\x06\x07\x08", 8));
+  EXPECT_EQ(EncodeDueTime(0), std::string(8, '\0'));
+}
+
+TEST(KeyCodecTest, DueKeysSortByTimeAcrossYearsThenByJobKey) {
+  // 1970, byte boundaries, 2026, 2126, the largest value.
+  const std::vector<int64_t> times = {0,
+                                      1,
+                                      255,
+                                      256,
+                                      65535,
+                                      65536,
+                                      1'780'000'000'000,
+                                      4'935'000'000'000,
+                                      std::numeric_limits<int64_t>::max()};
+  std::vector<std::string> keys;
+  for (int64_t t : times) keys.push_back(EncodeDueKey(t, "t", "id"));
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  // Within one millisecond: by topic \0 id.
+  EXPECT_LT(EncodeDueKey(7, "a", "zz"), EncodeDueKey(7, "a.b", "a"));
+  EXPECT_LT(EncodeDueKey(7, "a", "10"), EncodeDueKey(7, "a", "2"));
+  EXPECT_LT(EncodeDueKey(7, "z", "z"), EncodeDueKey(8, "a", "a"));
+}
+
+TEST(KeyCodecTest, NegativeDueTimesClampToZero) {
+  EXPECT_EQ(ClampDueMs(-1), 0);
+  EXPECT_EQ(ClampDueMs(std::numeric_limits<int64_t>::min()), 0);
+  EXPECT_EQ(EncodeDueKey(-5, "t", "x"), EncodeDueKey(0, "t", "x"));
+  ASSERT_OK_AND_ASSIGN(DueKeyView due,
+                       DecodeDueKey(EncodeDueKey(-5, "t", "x")));
+  EXPECT_EQ(due.due_ms, 0);
+}
+
+TEST(KeyCodecTest, DueKeyRoundTrips) {
+  const std::string key = EncodeDueKey(1'780'000'000'123, "orders", "o-1");
+  ASSERT_OK_AND_ASSIGN(DueKeyView due, DecodeDueKey(key));
+  EXPECT_EQ(due.due_ms, 1'780'000'000'123);
+  EXPECT_EQ(due.topic, "orders");
+  EXPECT_EQ(due.id, "o-1");
+}
+
+TEST(KeyCodecTest, MalformedDueKeysAreDataLoss) {
+  EXPECT_EQ(DecodeDueKey("short").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeDueKey(std::string(8, '\0')).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeDueKey(std::string(8, '\xff') + std::string("t\0x", 3))
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeDueKey(std::string(8, '\0') + "no-separator").status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(KeyCodecTest, PrefixSuccessor) {
+  EXPECT_EQ(PrefixSuccessor(std::string("t\0", 2)), "t\x01");
+  EXPECT_EQ(PrefixSuccessor("ab\xff\xff"), "ac");
+  EXPECT_EQ(PrefixSuccessor("\xff"), "");
+  EXPECT_EQ(PrefixSuccessor(""), "");
+}
+
+TEST(KeyCodecTest, JobScanRange) {
+  KeyRange all = JobScanRange("t", "", "");
+  EXPECT_EQ(all.begin, std::string("t\0", 2));
+  EXPECT_EQ(all.end, "t\x01");
+  KeyRange prefixed = JobScanRange("t", "ab", "");
+  EXPECT_EQ(prefixed.begin, std::string("t\0ab", 4));
+  EXPECT_EQ(prefixed.end, std::string("t\0ac", 4));
+  KeyRange after = JobScanRange("t", "ab", "abc");
+  EXPECT_EQ(after.begin, std::string("t\0abc\0", 6));
+  // A cursor before the prefix does not widen the range.
+  EXPECT_EQ(JobScanRange("t", "b", "a").begin, std::string("t\0b", 3));
+  // A cursor past the prefix empties it.
+  KeyRange past = JobScanRange("t", "a", "b");
+  EXPECT_GE(past.begin, past.end);
+}
+
+}  // namespace
+}  // namespace delayd::storage

@@ -1,0 +1,189 @@
+// RocksDbJobStore beyond the shared contract: what Open creates and what it
+// refuses, sync modes and counters. Faults: rocksdb_fault_test.cc.
+#include "storage/rocksdb_job_store.h"
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rocksdb/db.h"
+#include "tests/storage/store_test_util.h"
+#include "tests/support/status_matchers.h"
+
+namespace delayd::storage {
+namespace {
+
+using ::delayd::storage::testing::MakeRecord;
+using ::delayd::storage::testing::RawDelete;
+using ::delayd::storage::testing::RawPut;
+using ::delayd::storage::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+absl::StatusOr<std::unique_ptr<RocksDbJobStore>> OpenAt(
+    const std::string& path) {
+  return RocksDbJobStore::Open(path, RocksDbJobStore::Options());
+}
+
+void PutOne(JobStore& store, const std::string& id) {
+  const Mutation m = Mutation::Put(MakeRecord("t", id, 1), std::nullopt);
+  ASSERT_OK(store.Apply({&m, 1}, Durability::kSync));
+}
+
+TEST(RocksDbJobStoreTest, CreatesColumnFamiliesAndMetaRecord) {
+  TempDir dir;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAt(dir.path()));
+    PutOne(*store, "a");
+    ASSERT_OK(store->Close());
+  }
+  std::vector<std::string> names;
+  ASSERT_TRUE(
+      rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir.path(), &names)
+          .ok());
+  EXPECT_THAT(names, UnorderedElementsAre("default", "jobs", "due"));
+
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(
+      rocksdb::DB::OpenForReadOnly(rocksdb::Options(), dir.path(), &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::string value;
+  ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), kMetaKey, &value).ok());
+  StoreMeta meta;
+  ASSERT_TRUE(meta.ParseFromString(value));
+  EXPECT_EQ(meta.layout_version(), kStoreLayoutVersion);
+}
+
+TEST(RocksDbJobStoreTest, RefusesANewerLayoutVersion) {
+  TempDir dir;
+  { ASSERT_OK(OpenAt(dir.path())); }
+  StoreMeta meta;
+  meta.set_layout_version(kStoreLayoutVersion + 1);
+  ASSERT_OK(RawPut(dir.path(), "default", kMetaKey, meta.SerializeAsString()));
+  absl::StatusOr<std::unique_ptr<RocksDbJobStore>> store = OpenAt(dir.path());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("layout version 2"));
+  EXPECT_THAT(store.status().message(), HasSubstr(dir.path()));
+}
+
+TEST(RocksDbJobStoreTest, RefusesACorruptMetaRecord) {
+  TempDir dir;
+  { ASSERT_OK(OpenAt(dir.path())); }
+  ASSERT_OK(RawPut(dir.path(), "default", kMetaKey, "\xff\xff\xff"));
+  absl::StatusOr<std::unique_ptr<RocksDbJobStore>> store = OpenAt(dir.path());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(store.status().message(), HasSubstr("corrupt meta record"));
+}
+
+TEST(RocksDbJobStoreTest, RefusesJobsWithoutAMetaRecord) {
+  TempDir dir;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAt(dir.path()));
+    PutOne(*store, "a");
+  }
+  ASSERT_OK(RawDelete(dir.path(), "default", kMetaKey));
+  absl::StatusOr<std::unique_ptr<RocksDbJobStore>> store = OpenAt(dir.path());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(store.status().message(), HasSubstr("no meta record"));
+}
+
+TEST(RocksDbJobStoreTest, AdoptsAnEmptyStoreWithoutMetaRecord) {
+  TempDir dir;
+  { ASSERT_OK(OpenAt(dir.path())); }
+  ASSERT_OK(RawDelete(dir.path(), "default", kMetaKey));
+  EXPECT_OK(OpenAt(dir.path()));
+}
+
+TEST(RocksDbJobStoreTest, RefusesAnUnreadableDatabase) {
+  TempDir dir;
+  { ASSERT_OK(OpenAt(dir.path())); }
+  std::ofstream(dir.path() + "/CURRENT", std::ios::trunc)
+      << "MANIFEST-999999\n";
+  absl::StatusOr<std::unique_ptr<RocksDbJobStore>> store = OpenAt(dir.path());
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(),
+              HasSubstr("storage: cannot open RocksDB at " + dir.path()));
+}
+
+TEST(RocksDbJobStoreTest, RefusesAForeignDatabase) {
+  TempDir dir;
+  {
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, dir.path(), &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "k", "v").ok());
+  }
+  absl::StatusOr<std::unique_ptr<RocksDbJobStore>> store = OpenAt(dir.path());
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(),
+              HasSubstr("storage: cannot open RocksDB at " + dir.path()));
+  EXPECT_THAT(store.status().message(), HasSubstr("jobs"));
+}
+
+TEST(RocksDbJobStoreTest, RefusesADatabaseOpenElsewhere) {
+  TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto first, OpenAt(dir.path()));
+  absl::StatusOr<std::unique_ptr<RocksDbJobStore>> second = OpenAt(dir.path());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable)
+      << second.status();
+  EXPECT_THAT(second.status().message(), HasSubstr("LOCK"));
+}
+
+TEST(RocksDbJobStoreTest, SyncModeDecidesWhichWritesAreSynced) {
+  TempDir dir;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAt(dir.path()));
+    const Mutation m = Mutation::Put(MakeRecord("t", "a", 1), std::nullopt);
+    ASSERT_OK(store->Apply({&m, 1}, Durability::kSync));
+    const Mutation n = Mutation::Put(MakeRecord("t", "a", 2), 1);
+    ASSERT_OK(store->Apply({&n, 1}, Durability::kNoSync));
+    const StoreStats stats = store->stats();
+    EXPECT_EQ(stats.writes, 2u);
+    EXPECT_EQ(stats.synced_writes, 1u);
+    EXPECT_EQ(stats.write_failures, 0u);
+    EXPECT_EQ(stats.mutations_written, 2u);
+    const std::optional<std::string> dbstats =
+        store->GetProperty("default", "rocksdb.dbstats");
+    ASSERT_TRUE(dbstats.has_value());
+    // The meta record and the kSync Apply are synced, the kNoSync one not.
+    EXPECT_THAT(*dbstats, HasSubstr("Cumulative WAL: 3 writes, 2 syncs"))
+        << *dbstats;
+    EXPECT_TRUE(store->GetProperty("jobs", "rocksdb.estimate-num-keys"));
+    EXPECT_EQ(store->GetProperty("nope", "rocksdb.estimate-num-keys"),
+              std::nullopt);
+  }
+  RocksDbJobStore::Options none;
+  none.sync_mode = SyncMode::kNone;
+  ASSERT_OK_AND_ASSIGN(auto store, RocksDbJobStore::Open(dir.path(), none));
+  const Mutation m = Mutation::Put(MakeRecord("t", "b", 1), std::nullopt);
+  ASSERT_OK(store->Apply({&m, 1}, Durability::kSync));
+  EXPECT_EQ(store->stats().synced_writes, 0u);
+  EXPECT_OK(store->Get("t", "a"));
+}
+
+TEST(RocksDbJobStoreTest, DeferredCompactionsCanBeEnabled) {
+  TempDir dir;
+  RocksDbJobStore::Options options;
+  options.defer_auto_compactions = true;
+  ASSERT_OK_AND_ASSIGN(auto store, RocksDbJobStore::Open(dir.path(), options));
+  PutOne(*store, "a");
+  ASSERT_OK(store->EnableAutoCompactions());
+  ASSERT_OK(store->EnableAutoCompactions());
+  PutOne(*store, "b");
+  EXPECT_OK(store->Get("t", "b"));
+}
+
+TEST(RocksDbJobStoreTest, EmptyApplyWritesNothing) {
+  TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto store, OpenAt(dir.path()));
+  ASSERT_OK(store->Apply({}, Durability::kSync));
+  EXPECT_EQ(store->stats().writes, 0u);
+}
+
+}  // namespace
+}  // namespace delayd::storage
