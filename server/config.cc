@@ -1,11 +1,13 @@
 #include "server/config.h"
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
@@ -89,6 +91,12 @@ absl::StatusOr<std::vector<std::string>> MergeSettings(
         entry.substr(kEnvPrefix.size(), eq - kEnvPrefix.size()));
     if (name == "config") {
       config_path = entry.substr(eq + 1);
+      continue;
+    }
+    // Other programs' variables may share the prefix: only flags count.
+    if (absl::FindCommandLineFlag(name) == nullptr) {
+      std::fprintf(stderr, "delayd: ignoring %s: no flag --%s\n",
+                   entry.substr(0, eq).c_str(), name.c_str());
       continue;
     }
     from_env.push_back(

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/limits.h"
 
 namespace delayd::server {
 
@@ -31,6 +32,7 @@ struct Config {
   SyncMode sync = SyncMode::kAlways;
   // How long SIGTERM waits for in-progress calls before cancelling them.
   absl::Duration shutdown_grace = absl::Seconds(10);
+  Limits limits;
 };
 
 // Parses argv (after applying the config file and DELAYD_* variables from
@@ -40,7 +42,8 @@ absl::StatusOr<Config> ParseConfig(int argc, char** argv);
 
 // The arguments ParseConfig hands to the flag parser, in precedence order:
 // the config file's settings, then one per DELAYD_NAME variable of `env`
-// (entries "KEY=VALUE"), then `args` (argv without argv[0]); each as
+// (entries "KEY=VALUE"; a DELAYD_ variable that names no flag is ignored
+// with a warning), then `args` (argv without argv[0]); each as
 // --name=value with '-' in names turned into '_'. The config file is named by
 // the last --config in args, else DELAYD_CONFIG. Exposed for tests.
 absl::StatusOr<std::vector<std::string>> MergeSettings(

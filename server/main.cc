@@ -37,6 +37,17 @@ int main(int argc, char** argv) {
                (*server)->grpc_address().c_str(),
                (*server)->metrics_address().c_str());
   std::fflush(stderr);
+  absl::StatusOr<delayd::server::JobService::RecoveryStats> recovered =
+      (*server)->Recover();
+  if (!recovered.ok()) {
+    DELAYD_LOG_ERROR("delayd: recovery failed: %s",
+                     recovered.status().ToString());
+    (*server)->Shutdown();
+    return 1;
+  }
+  DELAYD_LOG_INFO("delayd: recovered %d jobs (%d overdue) in %s; serving",
+                  recovered->jobs, recovered->overdue,
+                  absl::FormatDuration(recovered->duration));
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);

@@ -39,4 +39,15 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(
       new Metrics(std::move(registry), std::move(exposer), port));
 }
 
+void Metrics::AddCollectable(
+    std::shared_ptr<prometheus::Collectable> collectable) {
+  if (exposer_ != nullptr) exposer_->RegisterCollectable(collectable);
+  collectables_.push_back(std::move(collectable));
+}
+
+void Metrics::StopServing() {
+  exposer_.reset();
+  collectables_.clear();
+}
+
 }  // namespace delayd::server

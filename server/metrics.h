@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "prometheus/exposer.h"
@@ -29,9 +30,12 @@ class Metrics {
   // The port actually bound.
   int port() const { return port_; }
 
+  // Adds metrics computed at scrape time. Kept alive until StopServing.
+  void AddCollectable(std::shared_ptr<prometheus::Collectable> collectable);
+
   // Stops serving /metrics; the registry stays usable. Takes up to ~2 s
   // (civetweb's poll quantum), so shutdown runs it beside the gRPC drain.
-  void StopServing() { exposer_.reset(); }
+  void StopServing();
 
  private:
   Metrics(std::shared_ptr<prometheus::Registry> registry,
@@ -39,6 +43,7 @@ class Metrics {
 
   const std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
   const int port_;
 };
 

@@ -10,6 +10,10 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "server/jobs_collector.h"
+#include "server/log.h"
 
 namespace delayd::server {
 namespace {
@@ -21,8 +25,19 @@ std::string WithPort(const std::string& address, int port) {
 
 }  // namespace
 
-Server::Server(const Config& config, std::unique_ptr<Metrics> metrics)
-    : config_(config), metrics_(std::move(metrics)) {}
+Server::Server(const Config& config, std::unique_ptr<Metrics> metrics,
+               std::unique_ptr<storage::RocksDbJobStore> store)
+    : config_(config),
+      metrics_(std::move(metrics)),
+      store_(std::move(store)),
+      instrumented_store_(store_.get(), metrics_->registry()),
+      rpc_metrics_(metrics_->registry()),
+      jobs_(std::make_unique<JobService>(&instrumented_store_, &clock_,
+                                         config.limits)),
+      service_(
+          std::make_unique<DelayQueueService>(jobs_.get(), &rpc_metrics_)) {
+  metrics_->AddCollectable(std::make_shared<JobsCollector>(jobs_.get()));
+}
 
 Server::~Server() { Shutdown(); }
 
@@ -30,7 +45,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   absl::StatusOr<std::unique_ptr<Metrics>> metrics =
       Metrics::Start(config.metrics_listen);
   if (!metrics.ok()) return metrics.status();
-  std::unique_ptr<Server> server(new Server(config, *std::move(metrics)));
+  storage::RocksDbJobStore::Options store_options;
+  store_options.sync_mode = config.sync == SyncMode::kAlways
+                                ? storage::SyncMode::kAlways
+                                : storage::SyncMode::kNone;
+  absl::StatusOr<std::unique_ptr<storage::RocksDbJobStore>> store =
+      storage::RocksDbJobStore::Open(config.data_dir, store_options);
+  if (!store.ok()) return store.status();
+  std::unique_ptr<Server> server(
+      new Server(config, *std::move(metrics), *std::move(store)));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -38,7 +61,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   int port = 0;
   builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(),
                            &port);
-  builder.RegisterService(&server->service_);
+  builder.RegisterService(server->service_.get());
+  // A 1 MiB payload fits with room to spare; a ScheduleBatch is bounded by
+  // this too.
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || port == 0) {
     return absl::UnavailableError(
@@ -49,20 +75,52 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
       WithPort(config.metrics_listen, server->metrics_->port());
   grpc::HealthCheckServiceInterface* health =
       server->grpc_server_->GetHealthCheckService();
+  health->SetServingStatus(kServiceName, false);
+  health->SetServingStatus(false);
+  return server;
+}
+
+absl::StatusOr<JobService::RecoveryStats> Server::Recover() {
+  absl::StatusOr<JobService::RecoveryStats> stats = jobs_->Recover();
+  if (!stats.ok()) return stats.status();
+  prometheus::Registry& registry = metrics_->registry();
+  prometheus::BuildHistogram()
+      .Name("delayd_recovery_duration_seconds")
+      .Help("Time to rebuild the timers from the store at startup")
+      .Register(registry)
+      .Add({}, prometheus::Histogram::BucketBoundaries{0.01, 0.05, 0.1, 0.25,
+                                                       0.5, 1, 2, 4, 8, 16, 60})
+      .Observe(absl::ToDoubleSeconds(stats->duration));
+  prometheus::BuildGauge()
+      .Name("delayd_recovered_jobs")
+      .Help("Live jobs found in the store at startup")
+      .Register(registry)
+      .Add({})
+      .Set(static_cast<double>(stats->jobs));
+  jobs_->Start();
+  service_->StartServing();
+  grpc::HealthCheckServiceInterface* health =
+      grpc_server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, true);
   health->SetServingStatus(true);
-  return server;
+  return stats;
 }
 
 void Server::Shutdown() {
   if (grpc_server_ == nullptr) return;
   grpc_server_->GetHealthCheckService()->SetServingStatus(false);
+  service_->StartDraining();
   std::thread stop_metrics([this] { metrics_->StopServing(); });
   const auto deadline = std::chrono::system_clock::now() +
                         absl::ToChronoMilliseconds(config_.shutdown_grace);
   grpc_server_->Shutdown(deadline);
   grpc_server_->Wait();
   grpc_server_.reset();
+  service_.reset();  // joins the workers: every reply has been sent
+  jobs_->Stop();
+  if (absl::Status s = store_->Close(); !s.ok()) {
+    DELAYD_LOG_ERROR("closing the store: %s", s.ToString());
+  }
   stop_metrics.join();
 }
 

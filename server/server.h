@@ -1,10 +1,13 @@
-// Server: one running delayd — the gRPC server (DelayQueue, grpc.health.v1,
-// reflection) and the metrics endpoint — built from a Config.
+// Server: one running delayd — the job store, the job logic with its timer,
+// the gRPC server (DelayQueue, grpc.health.v1, reflection) and the metrics
+// endpoint — built from a Config.
 //
-// Lifecycle: Start() binds and serves; Shutdown() drains (health goes
-// NOT_SERVING, new calls are refused, calls in progress get up to the grace
-// period, streams end) and returns once everything has stopped.
-// Thread-safe: Shutdown() may be called from any thread, once.
+// Lifecycle: Start() opens the store and binds the ports, with health
+// NOT_SERVING and job rpcs answering UNAVAILABLE; Recover() rebuilds the
+// timers from the store and turns health SERVING; Shutdown() drains (health
+// NOT_SERVING, new calls refused with UNAVAILABLE, calls in progress get up
+// to the grace period, streams end), stops the timer, closes the store.
+// Not thread-safe: one thread drives the lifecycle.
 #ifndef DELAYD_SERVER_SERVER_H_
 #define DELAYD_SERVER_SERVER_H_
 
@@ -16,7 +19,12 @@
 #include "grpcpp/server.h"
 #include "server/config.h"
 #include "server/delay_queue_service.h"
+#include "server/instrumented_store.h"
+#include "server/job_service.h"
 #include "server/metrics.h"
+#include "server/rpc_metrics.h"
+#include "server/timer/clock.h"
+#include "storage/rocksdb_job_store.h"
 
 namespace delayd::server {
 
@@ -24,9 +32,17 @@ class Server {
  public:
   // The name under which the job API reports its health.
   static constexpr char kServiceName[] = "delayd.v1.DelayQueue";
+  // Largest request accepted, in bytes (gRPC refuses larger ones with
+  // RESOURCE_EXHAUSTED).
+  static constexpr int kMaxMessageBytes = 16 << 20;
 
-  // Returns UNAVAILABLE when an address cannot be bound.
+  // Returns UNAVAILABLE when an address cannot be bound, or the store's
+  // error when it cannot be opened.
   static absl::StatusOr<std::unique_ptr<Server>> Start(const Config& config);
+
+  // Rebuilds the timers from the store, then serves. Returns what recovery
+  // found, or the store's error (the server then stays NOT_SERVING).
+  absl::StatusOr<JobService::RecoveryStats> Recover();
 
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -39,11 +55,17 @@ class Server {
   void Shutdown();
 
  private:
-  Server(const Config& config, std::unique_ptr<Metrics> metrics);
+  Server(const Config& config, std::unique_ptr<Metrics> metrics,
+         std::unique_ptr<storage::RocksDbJobStore> store);
 
   const Config config_;
   std::unique_ptr<Metrics> metrics_;
-  DelayQueueService service_;
+  std::unique_ptr<storage::RocksDbJobStore> store_;
+  InstrumentedStore instrumented_store_;
+  RpcMetrics rpc_metrics_;
+  timer::SystemClock clock_;
+  std::unique_ptr<JobService> jobs_;
+  std::unique_ptr<DelayQueueService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::string grpc_address_;
   std::string metrics_address_;

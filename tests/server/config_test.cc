@@ -25,6 +25,12 @@ TEST(ConfigTest, EnvironmentComesBeforeTheCommandLine) {
                                   "--data_dir=/from/args", "--sync=none"));
 }
 
+TEST(ConfigTest, EnvironmentVariablesThatNameNoFlagAreIgnored) {
+  ASSERT_OK_AND_ASSIGN(auto merged, MergeSettings({}, {"DELAYD_CRASH_ROUNDS=3",
+                                                       "DELAYD_SYNC=none"}));
+  EXPECT_THAT(merged, ElementsAre("--sync=none"));
+}
+
 TEST(ConfigTest, ConfigFileComesFirst) {
   const std::string dir = delayd::testing::MakeTempDir();
   const std::string path = dir + "/delayd.conf";

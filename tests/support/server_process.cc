@@ -17,7 +17,10 @@
 #include "absl/time/clock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
+
+extern char** environ;
 
 namespace delayd::testing {
 namespace {
@@ -61,12 +64,37 @@ DelaydProcess::~DelaydProcess() {
 absl::StatusOr<std::unique_ptr<DelaydProcess>> DelaydProcess::Start(
     std::vector<std::string> extra_args, std::string dir,
     absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::StatusOr<std::unique_ptr<DelaydProcess>> process =
+      Launch(std::move(extra_args), std::move(dir), timeout);
+  if (!process.ok()) return process.status();
+  if (absl::Status s = (*process)->WaitServing(deadline - absl::Now());
+      !s.ok()) {
+    return s;
+  }
+  return process;
+}
+
+absl::StatusOr<std::unique_ptr<DelaydProcess>> DelaydProcess::Launch(
+    std::vector<std::string> extra_args, std::string dir,
+    absl::Duration timeout) {
   if (dir.empty()) dir = MakeTempDir();
   const std::string log_path = dir + "/delayd.log";
   std::vector<std::string> args = {DelaydBinary(), "--listen=127.0.0.1:0",
                                    "--metrics-listen=127.0.0.1:0",
                                    "--data-dir=" + dir + "/data"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // Hermetic: delayd reads DELAYD_* variables as flags (and refuses unknown
+  // ones), so neither a developer's settings nor test knobs such as
+  // DELAYD_CRASH_ROUNDS reach it; the test passes all it wants as flags.
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "DELAYD_", 7) != 0) envp.push_back(*e);
+  }
+  envp.push_back(nullptr);
 
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
@@ -77,10 +105,7 @@ absl::StatusOr<std::unique_ptr<DelaydProcess>> DelaydProcess::Start(
       dup2(fileno(log), STDERR_FILENO);
       dup2(fileno(log), STDOUT_FILENO);
     }
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   std::unique_ptr<DelaydProcess> process(new DelaydProcess(pid, dir));
@@ -105,10 +130,34 @@ absl::StatusOr<std::unique_ptr<DelaydProcess>> DelaydProcess::Start(
       return absl::InternalError(
           absl::StrCat("delayd exited during start; log:\n", process->Log()));
     }
-    absl::SleepFor(absl::Milliseconds(10));
+    absl::SleepFor(absl::Milliseconds(1));
   }
   return absl::DeadlineExceededError(
       absl::StrCat("delayd did not start in time; log:\n", process->Log()));
+}
+
+absl::Status DelaydProcess::WaitServing(absl::Duration timeout) {
+  auto stub = grpc::health::v1::Health::NewStub(NewChannel());
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    if (stub->Check(&context, request, &response).ok() &&
+        response.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+      return absl::OkStatus();
+    }
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      return absl::InternalError(
+          absl::StrCat("delayd exited before serving; log:\n", Log()));
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("delayd did not report SERVING in time; log:\n", Log()));
 }
 
 std::shared_ptr<grpc::Channel> DelaydProcess::NewChannel() const {

@@ -30,8 +30,14 @@ class DelaydProcess {
  public:
   // Starts delayd with `extra_args` on top of --listen / --metrics-listen on
   // port 0 and --data-dir under `dir` (a new temp dir when empty), and waits
-  // up to `timeout` for its "listening" line.
+  // up to `timeout` for its "listening" line and then for health SERVING
+  // (recovery done).
   static absl::StatusOr<std::unique_ptr<DelaydProcess>> Start(
+      std::vector<std::string> extra_args = {}, std::string dir = "",
+      absl::Duration timeout = absl::Seconds(30));
+  // Like Start, but returns as soon as the "listening" line is out, without
+  // waiting for SERVING: recovery may still be running.
+  static absl::StatusOr<std::unique_ptr<DelaydProcess>> Launch(
       std::vector<std::string> extra_args = {}, std::string dir = "",
       absl::Duration timeout = absl::Seconds(30));
 
@@ -44,6 +50,9 @@ class DelaydProcess {
   const std::string& dir() const { return dir_; }
   std::string data_dir() const { return dir_ + "/data"; }
   pid_t pid() const { return pid_; }
+
+  // Polls grpc.health.v1 until the server reports SERVING.
+  absl::Status WaitServing(absl::Duration timeout);
 
   // A new insecure channel to the server.
   std::shared_ptr<grpc::Channel> NewChannel() const;

@@ -1,0 +1,67 @@
+#include "server/delay_queue_service.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "server/grpc_status.h"
+#include "server/request_parser.h"
+
+namespace delayd::server {
+
+DelayQueueService::DelayQueueService(JobService* jobs, RpcMetrics* metrics,
+                                     int worker_threads)
+    : jobs_(jobs), metrics_(metrics), pool_(worker_threads) {
+  // Indices: the rpcs' order in delayd.proto's service DelayQueue.
+  RegisterUnary(0, "Schedule", &JobService::Schedule);
+  RegisterUnary(1, "ScheduleBatch", &JobService::ScheduleBatch);
+  RegisterUnary(2, "Reschedule", &JobService::Reschedule);
+  RegisterUnary(3, "Cancel", &JobService::Cancel);
+  RegisterUnary(4, "CancelByPrefix", &JobService::CancelByPrefix);
+  RegisterUnary(5, "GetJob", &JobService::GetJob);
+  RegisterUnary(6, "ListJobs", &JobService::ListJobs);
+  RegisterUnary(12, "GetStats", &JobService::GetStats);
+}
+
+template <typename Request, typename Response>
+void DelayQueueService::RegisterUnary(
+    int index, const char* name,
+    absl::StatusOr<Response> (JobService::*method)(const Request&)) {
+  MarkMethodRawCallback(
+      index,
+      new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer,
+                                               grpc::ByteBuffer>(
+          [this, name, method](grpc::CallbackServerContext* context,
+                               const grpc::ByteBuffer* request_bytes,
+                               grpc::ByteBuffer* response_bytes) {
+            const absl::Time start = absl::Now();
+            grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+            auto finish = [this, name, start, reactor](absl::Status status) {
+              const grpc::Status grpc_status = ToGrpcStatus(status);
+              metrics_->Record(name, grpc_status.error_code(),
+                               absl::Now() - start);
+              reactor->Finish(grpc_status);
+            };
+            if (const State state = state_; state != State::kServing) {
+              finish(absl::UnavailableError(
+                  state == State::kRecovering
+                      ? "server is recovering; retry shortly"
+                      : "server is shutting down"));
+              return reactor;
+            }
+            auto request = std::make_shared<Request>();
+            if (absl::Status s = ParseRequest(*request_bytes, *request);
+                !s.ok()) {
+              finish(s);
+              return reactor;
+            }
+            pool_.Run([this, method, request, response_bytes, finish] {
+              absl::StatusOr<Response> result = (jobs_->*method)(*request);
+              if (result.ok()) SerializeResponse(*result, *response_bytes);
+              finish(result.status());
+            });
+            return reactor;
+          }));
+}
+
+}  // namespace delayd::server

@@ -1,0 +1,136 @@
+// JobService: the job logic behind the scheduling rpcs — validate, read the
+// stored job, decide, write one batch to the store, then move the job's
+// timer. Takes and returns API protos and absl::Status; knows nothing of
+// gRPC transport, so tests drive it directly over an in-memory store and a
+// fake clock.
+//
+// Durability: Schedule, ScheduleBatch, Reschedule, Cancel and CancelByPrefix
+// write with Durability::kSync, so OK means durable (under --sync=always).
+// A refused request writes nothing; a failed store write leaves store, timers
+// and counts as they were.
+//
+// Firing: the Scheduler hands fired tags to OnFired (on the timer thread),
+// which queues them; a worker thread matches them against the due index and
+// moves the due jobs to their topic's ready queue.
+//
+// Thread-safe. Per-job read-modify-write is serialized by KeyLocks.
+#ifndef DELAYD_SERVER_JOB_SERVICE_H_
+#define DELAYD_SERVER_JOB_SERVICE_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "delayd/v1/delayd.pb.h"
+#include "server/id_generator.h"
+#include "server/key_locks.h"
+#include "server/limits.h"
+#include "server/timer/clock.h"
+#include "server/timer/scheduler.h"
+#include "server/timer_index.h"
+#include "server/topic_table.h"
+#include "storage/job_store.h"
+
+namespace delayd::server {
+
+class JobService {
+ public:
+  struct RecoveryStats {
+    int64_t jobs = 0;     // live jobs found in the due index
+    int64_t overdue = 0;  // of which already due (they fire at once)
+    absl::Duration duration;
+  };
+
+  // `store` and `clock` must outlive the service.
+  JobService(storage::JobStore* store, timer::Clock* clock,
+             const Limits& limits);
+  JobService(const JobService&) = delete;
+  JobService& operator=(const JobService&) = delete;
+  ~JobService();
+
+  // Rebuilds the timers and counts from the store's due index. Call once,
+  // before Start.
+  absl::StatusOr<RecoveryStats> Recover();
+  // Starts the timer and fire threads.
+  void Start();
+  // Stops them; pending timers stay unfired. Idempotent.
+  void Stop();
+
+  absl::StatusOr<v1::ScheduleResponse> Schedule(const v1::ScheduleRequest& req);
+  absl::StatusOr<v1::ScheduleBatchResponse> ScheduleBatch(
+      const v1::ScheduleBatchRequest& req);
+  absl::StatusOr<v1::RescheduleResponse> Reschedule(
+      const v1::RescheduleRequest& req);
+  absl::StatusOr<v1::CancelResponse> Cancel(const v1::CancelRequest& req);
+  absl::StatusOr<v1::CancelByPrefixResponse> CancelByPrefix(
+      const v1::CancelByPrefixRequest& req);
+  absl::StatusOr<v1::Job> GetJob(const v1::GetJobRequest& req);
+  absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& req);
+  absl::StatusOr<v1::GetStatsResponse> GetStats(const v1::GetStatsRequest& req);
+
+  const TopicTable& topics() const { return topics_; }
+  size_t timers_pending() const { return scheduler_.size(); }
+
+ private:
+  // One Schedule request after validation, ready to be decided.
+  struct Planned {
+    v1::ScheduleRequest request;  // with the id filled in
+    int64_t due_ms = 0;
+    uint64_t digest = 0;
+  };
+  // What deciding a planned request against the stored job yields.
+  struct Decision {
+    std::optional<storage::Mutation> mutation;
+    v1::Job job;  // as the reply shows it
+    bool created = false;
+    absl::Status status;  // non-OK: refused (nothing to write)
+    bool was_live = false;
+    bool was_dead = false;
+  };
+
+  absl::StatusOr<Planned> Plan(absl::string_view field,
+                               const v1::ScheduleRequest& req, int64_t now_ms);
+  Decision Decide(const Planned& plan,
+                  const std::optional<storage::JobRecord>& stored,
+                  int64_t now_ms);
+  // Cancel of the stored job; fills response's outcome and job.
+  Decision DecideCancel(absl::string_view topic, absl::string_view id,
+                        const std::optional<storage::JobRecord>& stored,
+                        int64_t now_ms, v1::CancelResponse& response);
+  // After a successful write of `d`: timers and counts.
+  void Commit(const Decision& d);
+
+  // The job as clients see it: a SCHEDULED job whose time has come is READY.
+  v1::Job Present(const storage::JobRecord& record, int64_t now_ms) const;
+
+  void OnFired(std::vector<timer::TimerEntry> fired);
+  void FireLoop();
+  void FireBatch(const std::vector<timer::TimerEntry>& fired);
+
+  // Constant after construction.
+  storage::JobStore* const store_;
+  timer::Clock* const clock_;
+  const Limits limits_;
+
+  IdGenerator ids_;
+  KeyLocks locks_;
+  TopicTable topics_;
+  timer::Scheduler scheduler_;
+  TimerIndex timers_;
+
+  absl::Mutex fire_mu_;
+  std::deque<std::vector<timer::TimerEntry>> fire_queue_
+      ABSL_GUARDED_BY(fire_mu_);
+  bool fire_stop_ ABSL_GUARDED_BY(fire_mu_) = false;
+  std::thread fire_thread_;
+};
+
+}  // namespace delayd::server
+
+#endif  // DELAYD_SERVER_JOB_SERVICE_H_

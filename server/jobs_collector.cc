@@ -1,0 +1,42 @@
+#include "server/jobs_collector.h"
+
+#include <string>
+#include <utility>
+
+namespace delayd::server {
+namespace {
+
+prometheus::ClientMetric Gauge(
+    std::vector<prometheus::ClientMetric::Label> labels, double value) {
+  prometheus::ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.gauge.value = value;
+  return metric;
+}
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
+  prometheus::MetricFamily jobs{"delayd_jobs",
+                                "Jobs by topic and state",
+                                prometheus::MetricType::Gauge,
+                                {}};
+  const TopicTable& topics = jobs_->topics();
+  for (const std::string& topic : topics.Topics()) {
+    const TopicTable::Counts c = topics.CountsOf(topic);
+    for (const auto& [state, value] :
+         {std::pair{"scheduled", c.scheduled()}, std::pair{"ready", c.ready},
+          std::pair{"in_flight", c.in_flight}, std::pair{"dead", c.dead}}) {
+      jobs.metric.push_back(Gauge({{"topic", topic}, {"state", state}},
+                                  static_cast<double>(value)));
+    }
+  }
+  prometheus::MetricFamily wheel{
+      "delayd_wheel_entries",
+      "Timers pending in the timing wheel",
+      prometheus::MetricType::Gauge,
+      {Gauge({}, static_cast<double>(jobs_->timers_pending()))}};
+  return {std::move(jobs), std::move(wheel)};
+}
+
+}  // namespace delayd::server

@@ -1,0 +1,404 @@
+#!/usr/bin/python3
+"""End to end through a second, independent gRPC implementation.
+
+Debian's python3-grpcio talks to the real delayd binary: schedule, get, list,
+reschedule, cancel and stats, and a few refusals. Message modules are
+generated at test time with protoc (no grpc_tools needed); rpcs are called
+through channel.unary_unary with the messages' own (de)serializers.
+
+Usage: python_client_test.py --delayd PATH --proto-dir DIR
+Prints one line per check and "N passed, N failed"; exits non-zero on any
+failure.
+"""
+
+import argparse
+import importlib.util
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+import grpc
+from google.protobuf import duration_pb2
+from google.protobuf import timestamp_pb2
+
+SERVICE = "/delayd.v1.DelayQueue/"
+RPC_TIMEOUT = 10  # seconds, every call
+
+
+def load_module(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def generate(proto_dir, out_dir):
+    """Runs protoc on the two protos; returns (delayd_pb2, health_pb2)."""
+    subprocess.run(
+        ["protoc", "--python_out=" + out_dir, "-I", proto_dir,
+         "delayd/v1/delayd.proto", "grpc/health/v1/health.proto"],
+        check=True)
+    # Loaded by path: a generated "grpc" package would clash with grpcio's.
+    pb = load_module("delayd_v1_pb2",
+                     os.path.join(out_dir, "delayd/v1/delayd_pb2.py"))
+    health = load_module("grpc_health_v1_pb2",
+                         os.path.join(out_dir, "grpc/health/v1/health_pb2.py"))
+    return pb, health
+
+
+class Server:
+    """The delayd binary as a child process on free loopback ports."""
+
+    def __init__(self, binary, data_dir):
+        self.proc = subprocess.Popen(
+            [binary, "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
+             "--data-dir=" + data_dir],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)
+        self.log = []
+        self.address = None
+        self._listening = threading.Event()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read_stderr(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+            m = re.search(r"delayd: listening grpc=(\S+) metrics=(\S+)", line)
+            if m and self.address is None:
+                self.address = m.group(1)
+                self._listening.set()
+        self._listening.set()  # exited
+
+    def wait_listening(self, timeout):
+        self._listening.wait(timeout)
+        if self.address is None:
+            raise RuntimeError("delayd did not report its address; log:\n" +
+                               "".join(self.log))
+        return self.address
+
+    def stop(self, sig, timeout=30):
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Client:
+    """Unary calls of delayd.v1.DelayQueue by method name."""
+
+    RPCS = {
+        "Schedule": ("ScheduleRequest", "ScheduleResponse"),
+        "ScheduleBatch": ("ScheduleBatchRequest", "ScheduleBatchResponse"),
+        "Reschedule": ("RescheduleRequest", "RescheduleResponse"),
+        "Cancel": ("CancelRequest", "CancelResponse"),
+        "CancelByPrefix": ("CancelByPrefixRequest", "CancelByPrefixResponse"),
+        "GetJob": ("GetJobRequest", "Job"),
+        "ListJobs": ("ListJobsRequest", "ListJobsResponse"),
+        "GetStats": ("GetStatsRequest", "GetStatsResponse"),
+    }
+
+    def __init__(self, channel, pb):
+        self._calls = {}
+        for method, (request, response) in self.RPCS.items():
+            self._calls[method] = channel.unary_unary(
+                SERVICE + method,
+                request_serializer=getattr(pb, request).SerializeToString,
+                response_deserializer=getattr(pb, response).FromString)
+
+    def __getattr__(self, method):
+        call = self._calls[method]
+        return lambda request: call(request, timeout=RPC_TIMEOUT)
+
+
+def wait_serving(channel, health, timeout):
+    check = channel.unary_unary(
+        "/grpc.health.v1.Health/Check",
+        request_serializer=health.HealthCheckRequest.SerializeToString,
+        response_deserializer=health.HealthCheckResponse.FromString)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            response = check(health.HealthCheckRequest(service=""), timeout=1)
+            if response.status == health.HealthCheckResponse.SERVING:
+                return
+        except grpc.RpcError:
+            pass
+        time.sleep(0.01)
+    raise RuntimeError("delayd did not report SERVING in time")
+
+
+class Checks:
+    """The checks; each method named check_* is one, run in order."""
+
+    def __init__(self, client, pb):
+        self.c = client
+        self.pb = pb
+
+    # --- helpers ---
+
+    def spec(self, topic, job_id, delay_s=3600, payload=b"", **kw):
+        return self.pb.JobSpec(topic=topic, id=job_id, payload=payload,
+                               delay=duration_pb2.Duration(seconds=delay_s),
+                               **kw)
+
+    def schedule(self, spec, if_exists=0):
+        return self.c.Schedule(
+            self.pb.ScheduleRequest(job=spec, if_exists=if_exists))
+
+    def key(self, topic, job_id):
+        return self.pb.JobKey(topic=topic, id=job_id)
+
+    def list_all(self, **query):
+        jobs, token = [], ""
+        while True:
+            page = self.c.ListJobs(self.pb.ListJobsRequest(page_token=token,
+                                                           **query))
+            jobs.extend(page.jobs)
+            token = page.next_page_token
+            if not token:
+                return jobs
+
+    def stats(self, topic):
+        topics = self.c.GetStats(self.pb.GetStatsRequest(topic=topic)).topics
+        assert len(topics) == 1 and topics[0].topic == topic, topics
+        return topics[0]
+
+    def refused(self, call, request, code, *parts):
+        try:
+            call(request)
+        except grpc.RpcError as e:
+            assert e.code() == code, (e.code(), e.details())
+            for part in parts:
+                assert part in e.details(), (part, e.details())
+            return
+        raise AssertionError("not refused: %s" % request)
+
+    # --- checks ---
+
+    def check_schedule_and_get(self):
+        pb = self.pb
+        spec = self.spec("py.orders", "order-1", 1800, b"\x00\xffbytes",
+                         labels={"lang": "python"})
+        before = time.time()
+        reply = self.schedule(spec)
+        assert reply.created
+        job = reply.job
+        assert (job.topic, job.id) == ("py.orders", "order-1")
+        assert job.payload == b"\x00\xffbytes"
+        assert job.state == pb.JOB_STATE_SCHEDULED
+        fire_at = job.fire_at.seconds + job.fire_at.nanos / 1e9
+        assert before + 1800 - 1 <= fire_at <= time.time() + 1800, fire_at
+        assert job.retry.max_attempts == 10
+        assert job.retry.lease.seconds == 30
+        assert dict(job.labels) == {"lang": "python"}
+        got = self.c.GetJob(pb.GetJobRequest(key=self.key("py.orders",
+                                                          "order-1")))
+        assert got == job, (got, job)
+        self.refused(self.c.GetJob,
+                     pb.GetJobRequest(key=self.key("py.orders", "nope")),
+                     grpc.StatusCode.NOT_FOUND, "nope")
+
+    def check_unicode_id_round_trips(self):
+        job_id = "\u6ce8\u6587-42/\U0001F4E6"
+        reply = self.schedule(self.spec("py.orders", job_id))
+        assert reply.job.id == job_id
+        got = self.c.GetJob(self.pb.GetJobRequest(
+            key=self.key("py.orders", job_id)))
+        assert got.id == job_id
+
+    def check_if_exists_modes(self):
+        pb = self.pb
+        spec = self.spec("py.modes", "j", 600, b"v1")
+        assert self.schedule(spec, pb.IF_EXISTS_FAIL).created
+        retry = self.schedule(spec, pb.IF_EXISTS_FAIL)
+        assert not retry.created and retry.job.payload == b"v1"
+        changed = self.spec("py.modes", "j", 600, b"v2")
+        self.refused(self.c.Schedule,
+                     pb.ScheduleRequest(job=changed),
+                     grpc.StatusCode.ALREADY_EXISTS, "IF_EXISTS_FAIL")
+        kept = self.schedule(changed, pb.IF_EXISTS_KEEP)
+        assert not kept.created and kept.job.payload == b"v1"
+        replaced = self.schedule(changed, pb.IF_EXISTS_REPLACE)
+        assert replaced.created and replaced.job.payload == b"v2"
+        assert replaced.job.created_at == retry.job.created_at
+        assert [j.id for j in self.list_all(topic="py.modes")] == ["j"]
+
+    def check_generated_ids_are_unique_and_ordered(self):
+        ids = [self.schedule(self.spec("py.gen", "")).job.id
+               for _ in range(20)]
+        assert len(set(ids)) == 20 and all(ids), ids
+        assert ids == sorted(ids), ids
+
+    def check_batch_and_pagination(self):
+        pb = self.pb
+        batch = pb.ScheduleBatchRequest(requests=[
+            pb.ScheduleRequest(job=self.spec("py.pages", "job-%03d" % i,
+                                             3600, b"p%d" % i))
+            for i in reversed(range(250))])
+        results = self.c.ScheduleBatch(batch).results
+        assert len(results) == 250
+        assert all(r.code == 0 and r.created for r in results)
+        pages, token, ids = 0, "", []
+        while True:
+            page = self.c.ListJobs(pb.ListJobsRequest(
+                topic="py.pages", page_size=100, page_token=token))
+            pages += 1
+            ids.extend(j.id for j in page.jobs)
+            assert all(j.payload == b"" for j in page.jobs)
+            token = page.next_page_token
+            if not token:
+                break
+        assert pages == 3, pages
+        assert ids == ["job-%03d" % i for i in range(250)], ids[:5]
+        with_payload = self.list_all(topic="py.pages", id_prefix="job-01",
+                                     include_payload=True)
+        assert [j.payload for j in with_payload] == [
+            b"p%d" % i for i in range(10, 20)]
+        self.refused(self.c.ListJobs,
+                     pb.ListJobsRequest(topic="py.pages", page_size=1001),
+                     grpc.StatusCode.INVALID_ARGUMENT, "page_size", "1000")
+        self.refused(self.c.ListJobs,
+                     pb.ListJobsRequest(topic="py.pages",
+                                        page_token="forged"),
+                     grpc.StatusCode.INVALID_ARGUMENT, "page_token")
+
+    def check_states_and_due_range(self):
+        pb = self.pb
+        now = int(time.time())
+        past = pb.JobSpec(topic="py.filter", id="past",
+                          fire_at=timestamp_pb2.Timestamp(seconds=now - 60))
+        assert self.schedule(past).job.state == pb.JOB_STATE_READY
+        self.schedule(self.spec("py.filter", "later", 7200))
+        ready = self.list_all(topic="py.filter", states=[pb.JOB_STATE_READY])
+        assert [j.id for j in ready] == ["past"]
+        soon = self.list_all(
+            topic="py.filter",
+            due_after=timestamp_pb2.Timestamp(seconds=now + 3600))
+        assert [j.id for j in soon] == ["later"]
+
+    def check_reschedule(self):
+        pb = self.pb
+        self.schedule(self.spec("py.move", "m", 60))
+        at = timestamp_pb2.Timestamp(seconds=int(time.time()) + 86400)
+        moved = self.c.Reschedule(pb.RescheduleRequest(
+            key=self.key("py.move", "m"), fire_at=at))
+        assert moved.job.fire_at == at
+        assert self.stats("py.move").due_next_hour == 0
+        self.refused(self.c.Reschedule,
+                     pb.RescheduleRequest(key=self.key("py.move", "x")),
+                     grpc.StatusCode.NOT_FOUND)
+
+    def check_cancel_and_cancel_by_prefix(self):
+        pb = self.pb
+        for job_id in ["order-123/close", "order-123/rate", "order-1234/x"]:
+            self.schedule(self.spec("py.cancel", job_id))
+        one = self.c.Cancel(pb.CancelRequest(
+            key=self.key("py.cancel", "order-1234/x")))
+        assert one.outcome == pb.CANCEL_OUTCOME_CANCELED
+        assert one.job.state == pb.JOB_STATE_CANCELED
+        again = self.c.Cancel(pb.CancelRequest(
+            key=self.key("py.cancel", "order-1234/x")))
+        assert again.outcome == pb.CANCEL_OUTCOME_NOT_FOUND
+        assert not again.HasField("job")
+        many = self.c.CancelByPrefix(pb.CancelByPrefixRequest(
+            topic="py.cancel", id_prefix="order-123/"))
+        assert many.canceled == 2, many
+        assert self.list_all(topic="py.cancel") == []
+
+    def check_stats(self):
+        for job_id, delay in [("a", 30), ("b", 1800), ("c", 7200),
+                              ("d", 172800)]:
+            self.schedule(self.spec("py.stats", job_id, delay))
+        s = self.stats("py.stats")
+        assert (s.scheduled, s.ready, s.in_flight, s.dead) == (4, 0, 0, 0), s
+        assert (s.due_next_minute, s.due_next_hour, s.due_next_day) == (
+            1, 2, 3), s
+        topics = self.c.GetStats(self.pb.GetStatsRequest()).topics
+        names = [t.topic for t in topics]
+        assert names == sorted(names) and "py.stats" in names, names
+
+    def check_refusals_change_nothing(self):
+        pb = self.pb
+        before = self.list_all(topic="py.orders", include_payload=True)
+        invalid = grpc.StatusCode.INVALID_ARGUMENT
+        self.refused(self.c.Schedule,
+                     pb.ScheduleRequest(job=self.spec("bad topic", "x")),
+                     invalid, "job.topic", "[A-Za-z0-9._:-]")
+        self.refused(self.c.Schedule,
+                     pb.ScheduleRequest(job=self.spec("py.orders", "i" * 257)),
+                     invalid, "job.id", "256")
+        self.refused(self.c.Schedule,
+                     pb.ScheduleRequest(job=self.spec("py.orders", "a\nb")),
+                     invalid, "job.id", "control")
+        self.refused(self.c.Schedule,
+                     pb.ScheduleRequest(job=self.spec(
+                         "py.orders", "big", 60, b"x" * ((1 << 20) + 1))),
+                     invalid, "job.payload", "1048576")
+        self.refused(self.c.Schedule,
+                     pb.ScheduleRequest(job=self.spec("py.orders", "neg", -1)),
+                     invalid, "job.delay", ">= 0")
+        self.refused(self.c.Schedule,
+                     pb.ScheduleRequest(job=self.spec("py.orders", "e"),
+                                        if_exists=7),
+                     invalid, "if_exists", "7")
+        self.refused(self.c.ScheduleBatch, pb.ScheduleBatchRequest(),
+                     invalid, "requests", "1-1000")
+        assert self.list_all(topic="py.orders", include_payload=True) == before
+        # Still serving.
+        assert self.schedule(self.spec("py.orders", "after-refusals")).created
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--delayd", required=True)
+    parser.add_argument("--proto-dir", required=True)
+    args = parser.parse_args()
+
+    passed, failed = 0, 0
+    with tempfile.TemporaryDirectory(prefix="delayd-py-") as tmp:
+        pb, health = generate(args.proto_dir, tmp)
+        server = Server(args.delayd, os.path.join(tmp, "data"))
+        try:
+            address = server.wait_listening(30)
+            channel = grpc.insecure_channel(address)
+            wait_serving(channel, health, 30)
+            checks = Checks(Client(channel, pb), pb)
+            for name in [n for n in dir(Checks) if n.startswith("check_")]:
+                try:
+                    getattr(checks, name)()
+                    passed += 1
+                    print("PASS", name)
+                except Exception:  # a failed check; report and go on
+                    failed += 1
+                    print("FAIL", name)
+                    traceback.print_exc(file=sys.stdout)
+            channel.close()
+            code = server.stop(signal.SIGTERM)
+            if code == 0:
+                passed += 1
+                print("PASS sigterm_exits_zero")
+            else:
+                failed += 1
+                print("FAIL sigterm_exits_zero: exit code", code)
+        except Exception:
+            failed += 1
+            traceback.print_exc(file=sys.stdout)
+        finally:
+            server.kill()
+            if failed:
+                print("delayd log:\n" + "".join(server.log))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

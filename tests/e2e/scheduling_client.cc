@@ -1,0 +1,195 @@
+#include "tests/e2e/scheduling_client.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace delayd::testing {
+namespace {
+
+void SetDeadline(grpc::ClientContext& context) {
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+}
+
+}  // namespace
+
+SchedulingClient::SchedulingClient(std::shared_ptr<grpc::Channel> channel)
+    : stub_(v1::DelayQueue::NewStub(std::move(channel))) {}
+
+#define DELAYD_CALL_(method, request)                                 \
+  do {                                                                \
+    grpc::ClientContext context;                                      \
+    SetDeadline(context);                                             \
+    reply.status = stub_->method(&context, request, &reply.response); \
+    return reply;                                                     \
+  } while (false)
+
+Reply<v1::ScheduleResponse> SchedulingClient::Schedule(
+    const v1::ScheduleRequest& request) {
+  Reply<v1::ScheduleResponse> reply;
+  DELAYD_CALL_(Schedule, request);
+}
+
+Reply<v1::ScheduleBatchResponse> SchedulingClient::ScheduleBatch(
+    const v1::ScheduleBatchRequest& request) {
+  Reply<v1::ScheduleBatchResponse> reply;
+  DELAYD_CALL_(ScheduleBatch, request);
+}
+
+Reply<v1::RescheduleResponse> SchedulingClient::Reschedule(
+    const v1::RescheduleRequest& request) {
+  Reply<v1::RescheduleResponse> reply;
+  DELAYD_CALL_(Reschedule, request);
+}
+
+Reply<v1::CancelResponse> SchedulingClient::Cancel(const std::string& topic,
+                                                   const std::string& id) {
+  v1::CancelRequest request;
+  request.mutable_key()->set_topic(topic);
+  request.mutable_key()->set_id(id);
+  Reply<v1::CancelResponse> reply;
+  DELAYD_CALL_(Cancel, request);
+}
+
+Reply<v1::CancelByPrefixResponse> SchedulingClient::CancelByPrefix(
+    const std::string& topic, const std::string& prefix) {
+  v1::CancelByPrefixRequest request;
+  request.set_topic(topic);
+  request.set_id_prefix(prefix);
+  Reply<v1::CancelByPrefixResponse> reply;
+  DELAYD_CALL_(CancelByPrefix, request);
+}
+
+Reply<v1::Job> SchedulingClient::GetJob(const std::string& topic,
+                                        const std::string& id) {
+  v1::GetJobRequest request;
+  request.mutable_key()->set_topic(topic);
+  request.mutable_key()->set_id(id);
+  Reply<v1::Job> reply;
+  DELAYD_CALL_(GetJob, request);
+}
+
+Reply<v1::ListJobsResponse> SchedulingClient::ListJobs(
+    const v1::ListJobsRequest& request) {
+  Reply<v1::ListJobsResponse> reply;
+  DELAYD_CALL_(ListJobs, request);
+}
+
+Reply<v1::GetStatsResponse> SchedulingClient::GetStats(
+    const std::string& topic) {
+  v1::GetStatsRequest request;
+  request.set_topic(topic);
+  Reply<v1::GetStatsResponse> reply;
+  DELAYD_CALL_(GetStats, request);
+}
+
+#undef DELAYD_CALL_
+
+std::vector<v1::Job> SchedulingClient::ListAll(v1::ListJobsRequest query) {
+  std::vector<v1::Job> jobs;
+  query.clear_page_token();
+  for (int pages = 0;; ++pages) {
+    Reply<v1::ListJobsResponse> page = ListJobs(query);
+    if (!page.ok()) {
+      ADD_FAILURE() << "ListJobs page " << pages << ": "
+                    << page.status.error_code() << " "
+                    << page.status.error_message();
+      return jobs;
+    }
+    for (v1::Job& job : *page.response.mutable_jobs()) {
+      jobs.push_back(std::move(job));
+    }
+    if (page.response.next_page_token().empty()) return jobs;
+    query.set_page_token(page.response.next_page_token());
+  }
+}
+
+v1::TopicStats SchedulingClient::StatsOf(const std::string& topic) {
+  Reply<v1::GetStatsResponse> stats = GetStats(topic);
+  EXPECT_TRUE(stats.ok()) << stats.status.error_message();
+  EXPECT_EQ(stats.response.topics_size(), 1);
+  if (stats.response.topics_size() != 1) return v1::TopicStats();
+  EXPECT_EQ(stats.response.topics(0).topic(), topic);
+  return stats.response.topics(0);
+}
+
+std::string SchedulingClient::Snapshot() {
+  Reply<v1::GetStatsResponse> stats = GetStats("");
+  EXPECT_TRUE(stats.ok()) << stats.status.error_message();
+  std::string out = stats.response.DebugString();
+  for (const v1::TopicStats& topic : stats.response.topics()) {
+    v1::ListJobsRequest query;
+    query.set_topic(topic.topic());
+    query.set_include_payload(true);
+    query.set_page_size(1000);
+    for (const v1::Job& job : ListAll(query)) {
+      absl::StrAppend(&out, "job {\n", job.DebugString(), "}\n");
+    }
+  }
+  return out;
+}
+
+v1::JobSpec Spec(const std::string& topic, const std::string& id,
+                 absl::Duration delay, const std::string& payload) {
+  v1::JobSpec spec;
+  spec.set_topic(topic);
+  spec.set_id(id);
+  spec.set_payload(payload);
+  if (delay != absl::InfiniteDuration()) {
+    *spec.mutable_delay() = ToProto(delay);
+  }
+  return spec;
+}
+
+v1::JobSpec SpecAt(const std::string& topic, const std::string& id,
+                   absl::Time fire_at, const std::string& payload) {
+  v1::JobSpec spec;
+  spec.set_topic(topic);
+  spec.set_id(id);
+  spec.set_payload(payload);
+  *spec.mutable_fire_at() = ToProto(fire_at);
+  return spec;
+}
+
+v1::ScheduleRequest Request(v1::JobSpec spec, v1::IfExists if_exists) {
+  v1::ScheduleRequest request;
+  *request.mutable_job() = std::move(spec);
+  request.set_if_exists(if_exists);
+  return request;
+}
+
+bool Eventually(absl::FunctionRef<bool()> done, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+google::protobuf::Duration ToProto(absl::Duration d) {
+  google::protobuf::Duration out;
+  const int64_t seconds = absl::ToInt64Seconds(d);
+  out.set_seconds(seconds);
+  out.set_nanos(static_cast<int32_t>(
+      absl::ToInt64Nanoseconds(d - absl::Seconds(seconds))));
+  return out;
+}
+
+google::protobuf::Timestamp ToProto(absl::Time t) {
+  const timespec ts = absl::ToTimespec(t);
+  google::protobuf::Timestamp out;
+  out.set_seconds(ts.tv_sec);
+  out.set_nanos(static_cast<int32_t>(ts.tv_nsec));
+  return out;
+}
+
+absl::Time FromProto(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+}  // namespace delayd::testing
