@@ -34,6 +34,20 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-progress calls may take before they are "
           "cancelled");
 
+// Limits on client input (DESIGN's limits table); refusals name the field
+// and the limit.
+ABSL_FLAG(uint32_t, max_topic_bytes, 128, "longest topic, in bytes");
+ABSL_FLAG(uint32_t, max_id_bytes, 256, "longest job id, in bytes");
+ABSL_FLAG(uint32_t, max_payload_bytes, 1 << 20,
+          "largest job payload, in bytes (requests are capped at 16 MiB)");
+ABSL_FLAG(absl::Duration, max_schedule_ahead, absl::Hours(24 * 36525),
+          "how far ahead a job may be due (default 100 years)");
+ABSL_FLAG(uint32_t, max_batch, 1000,
+          "most requests in one ScheduleBatch, and tokens in one Ack");
+ABSL_FLAG(uint32_t, max_in_flight, 10000,
+          "largest Subscribe max_in_flight a subscriber may ask for");
+ABSL_FLAG(uint32_t, max_page_size, 1000, "largest ListJobs page_size");
+
 namespace delayd::server {
 namespace {
 
@@ -152,6 +166,32 @@ absl::StatusOr<Config> ParseConfig(int argc, char** argv) {
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
   config.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   config.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  Limits& limits = config.limits;
+  limits.max_topic_bytes = absl::GetFlag(FLAGS_max_topic_bytes);
+  limits.max_id_bytes = absl::GetFlag(FLAGS_max_id_bytes);
+  limits.max_payload_bytes = absl::GetFlag(FLAGS_max_payload_bytes);
+  limits.max_schedule_ahead = absl::GetFlag(FLAGS_max_schedule_ahead);
+  limits.max_batch = absl::GetFlag(FLAGS_max_batch);
+  limits.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  limits.max_page_size = absl::GetFlag(FLAGS_max_page_size);
+  for (const auto& [flag, value] :
+       {std::pair{"--max_topic_bytes", limits.max_topic_bytes},
+        std::pair{"--max_batch", limits.max_batch},
+        std::pair{"--max_in_flight", size_t{limits.max_in_flight}},
+        std::pair{"--max_page_size", size_t{limits.max_page_size}}}) {
+    if (value == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": must be >= 1"));
+    }
+  }
+  if (limits.max_schedule_ahead <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--max_schedule_ahead: must be > 0");
+  }
+  if (limits.default_in_flight > limits.max_in_flight) {
+    limits.default_in_flight = limits.max_in_flight;
+  }
+  if (limits.default_page_size > limits.max_page_size) {
+    limits.default_page_size = limits.max_page_size;
+  }
   const std::string sync = absl::GetFlag(FLAGS_sync);
   if (sync == "always") {
     config.sync = SyncMode::kAlways;

@@ -100,6 +100,30 @@ TEST(ServerTest, ReflectionDescribesEveryRpc) {
   }
 }
 
+TEST(ServerTest, LimitFlagsTakeEffect) {
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       DelaydProcess::Start({"--max-payload-bytes=10"}));
+  auto stub = delayd::v1::DelayQueue::NewStub(server->NewChannel());
+  delayd::v1::ScheduleRequest request;
+  request.mutable_job()->set_topic("t");
+  request.mutable_job()->set_id("small");
+  request.mutable_job()->set_payload("0123456789");
+  delayd::v1::ScheduleResponse response;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub->Schedule(&context, request, &response).ok());
+  }
+  request.mutable_job()->set_id("big");
+  request.mutable_job()->set_payload("0123456789a");
+  grpc::ClientContext context;
+  const grpc::Status status = stub->Schedule(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(
+      status.error_message().find("job.payload: must be at most 10 bytes"),
+      std::string::npos)
+      << status.error_message();
+}
+
 TEST(ServerTest, SigtermDrainsAndExitsZero) {
   ASSERT_OK_AND_ASSIGN(auto server, DelaydProcess::Start());
   server->Signal(SIGTERM);
