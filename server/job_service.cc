@@ -154,6 +154,18 @@ void JobService::Commit(const Decision& d) {
   }
 }
 
+absl::Status JobService::WriteAndCommit(const Decision& d) {
+  if (d.mutation.has_value()) {
+    if (absl::Status s =
+            store_->Apply({&*d.mutation, 1}, storage::Durability::kSync);
+        !s.ok()) {
+      return s;
+    }
+  }
+  Commit(d);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::ScheduleResponse> JobService::Schedule(
     const v1::ScheduleRequest& req) {
   const int64_t now_ms = clock_->NowMs();
@@ -166,14 +178,7 @@ absl::StatusOr<v1::ScheduleResponse> JobService::Schedule(
   if (!stored.ok()) return stored.status();
   Decision d = Decide(*plan, *stored, now_ms);
   if (!d.status.ok()) return d.status;
-  if (d.mutation.has_value()) {
-    if (absl::Status s =
-            store_->Apply({&*d.mutation, 1}, storage::Durability::kSync);
-        !s.ok()) {
-      return s;
-    }
-  }
-  Commit(d);
+  if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
   v1::ScheduleResponse response;
   *response.mutable_job() = std::move(d.job);
   response.set_created(d.created);
@@ -303,12 +308,7 @@ absl::StatusOr<v1::RescheduleResponse> JobService::Reschedule(
   d.was_live = true;
   d.job = Present(record, now_ms);
   d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(**stored));
-  if (absl::Status s =
-          store_->Apply({&*d.mutation, 1}, storage::Durability::kSync);
-      !s.ok()) {
-    return s;
-  }
-  Commit(d);
+  if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
   v1::RescheduleResponse response;
   *response.mutable_job() = std::move(d.job);
   return response;
@@ -369,14 +369,7 @@ absl::StatusOr<v1::CancelResponse> JobService::Cancel(
   v1::CancelResponse response;
   const Decision d =
       DecideCancel(key.topic(), key.id(), *stored, now_ms, response);
-  if (d.mutation.has_value()) {
-    if (absl::Status s =
-            store_->Apply({&*d.mutation, 1}, storage::Durability::kSync);
-        !s.ok()) {
-      return s;
-    }
-  }
-  Commit(d);
+  if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
   return response;
 }
 

@@ -105,6 +105,9 @@ class JobService {
                         int64_t now_ms, v1::CancelResponse& response);
   // After a successful write of `d`: timers and counts.
   void Commit(const Decision& d);
+  // Writes d's mutation, if any, synced; then Commit. On a write error
+  // nothing changed.
+  absl::Status WriteAndCommit(const Decision& d);
 
   // The job as clients see it: a SCHEDULED job whose time has come is READY.
   v1::Job Present(const storage::JobRecord& record, int64_t now_ms) const;
