@@ -30,11 +30,19 @@ struct JobKey {
   }
 };
 
-// The wheel tag of a job: a 64-bit hash of its key, stable within one
-// process (not across restarts; nothing persists it).
+// Wheel tags share one Scheduler between two tag spaces told apart by the
+// top bit: due timers carry a KeyHash (top bit clear), lease timers
+// kLeaseTagBit | a lease sequence number (see Deliverer).
+inline constexpr uint64_t kLeaseTagBit = uint64_t{1} << 63;
+
+inline bool IsLeaseTag(uint64_t tag) { return (tag & kLeaseTagBit) != 0; }
+
+// The due-timer tag of a job: a 63-bit hash of its key (top bit clear),
+// stable within one process (not across restarts; nothing persists it).
 inline uint64_t KeyHash(absl::string_view topic, absl::string_view id) {
   return absl::Hash<std::tuple<absl::string_view, absl::string_view>>{}(
-      std::make_tuple(topic, id));
+             std::make_tuple(topic, id)) &
+         ~kLeaseTagBit;
 }
 
 // A second, independent 32-bit hash (FNV-1a), to tell apart two keys whose

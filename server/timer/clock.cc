@@ -46,6 +46,8 @@ SystemClock* SystemClock::Default() {
 
 int64_t SystemClock::NowMs() const { return absl::ToUnixMillis(absl::Now()); }
 
+int64_t SystemClock::NowUs() const { return absl::ToUnixMicros(absl::Now()); }
+
 std::unique_ptr<Clock::Waiter> SystemClock::NewWaiter() {
   return std::make_unique<SystemWaiter>(this, max_wait_ms_);
 }

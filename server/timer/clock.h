@@ -43,6 +43,10 @@ class Clock {
   // Unix time in milliseconds.
   virtual int64_t NowMs() const = 0;
 
+  // Unix time in microseconds, for measurements finer than the timer's
+  // millisecond (e.g. fire lateness). Default: NowMs() * 1000.
+  virtual int64_t NowUs() const { return NowMs() * 1000; }
+
   virtual std::unique_ptr<Waiter> NewWaiter() = 0;
 };
 
@@ -57,6 +61,7 @@ class SystemClock final : public Clock {
   static SystemClock* Default();
 
   int64_t NowMs() const override;
+  int64_t NowUs() const override;
   std::unique_ptr<Waiter> NewWaiter() override;
 
  private:
