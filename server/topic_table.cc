@@ -20,6 +20,16 @@ void TopicTable::AddDead(absl::string_view topic, int64_t delta) {
   GetLocked(topic).counts.dead += delta;
 }
 
+void TopicTable::AddInFlight(absl::string_view topic, int64_t delta) {
+  absl::MutexLock lock(&mu_);
+  GetLocked(topic).counts.in_flight += delta;
+}
+
+void TopicTable::AddSubscribers(absl::string_view topic, int64_t delta) {
+  absl::MutexLock lock(&mu_);
+  GetLocked(topic).counts.subscribers += delta;
+}
+
 bool TopicTable::PushReady(absl::string_view topic, absl::string_view id) {
   absl::MutexLock lock(&mu_);
   Topic& t = GetLocked(topic);
@@ -42,6 +52,24 @@ bool TopicTable::RemoveReady(absl::string_view topic, absl::string_view id) {
     t.ready_order.pop_front();
   }
   return true;
+}
+
+std::vector<std::string> TopicTable::PopReady(absl::string_view topic,
+                                              size_t max) {
+  std::vector<std::string> out;
+  absl::MutexLock lock(&mu_);
+  auto it = topics_.find(topic);
+  if (it == topics_.end()) return out;
+  Topic& t = it->second;
+  while (out.size() < max && !t.ready_order.empty()) {
+    std::string id = std::move(t.ready_order.front());
+    t.ready_order.pop_front();
+    // Ids removed (or popped) earlier may linger in the order: skip them.
+    if (t.ready_set.erase(id) == 0) continue;
+    --t.counts.ready;
+    out.push_back(std::move(id));
+  }
+  return out;
 }
 
 TopicTable::Counts TopicTable::CountsOf(absl::string_view topic) const {

@@ -4,8 +4,10 @@
 // SCHEDULED ones are counted, not held.
 //
 // The counts are exact for this process's view: a job counts as ready from
-// the moment its timer fired until it is delivered, canceled or moved, and
-// as scheduled while live and not ready (or, later, in flight).
+// the moment its timer fired until it is taken for delivery (PopReady),
+// canceled or moved; as in flight while a subscriber holds its lease (and it
+// was not canceled); as scheduled while live and neither. Subscribers are
+// the open Subscribe streams of the topic.
 // Thread-safe.
 #ifndef DELAYD_SERVER_TOPIC_TABLE_H_
 #define DELAYD_SERVER_TOPIC_TABLE_H_
@@ -29,6 +31,7 @@ class TopicTable {
     int64_t ready = 0;
     int64_t in_flight = 0;
     int64_t dead = 0;
+    int64_t subscribers = 0;
     int64_t scheduled() const { return live - ready - in_flight; }
   };
 
@@ -39,11 +42,16 @@ class TopicTable {
   // A job of `topic` became live (+1) or stopped being live (-1).
   void AddLive(absl::string_view topic, int64_t delta);
   void AddDead(absl::string_view topic, int64_t delta);
+  void AddInFlight(absl::string_view topic, int64_t delta);
+  void AddSubscribers(absl::string_view topic, int64_t delta);
 
   // Queues a due job; false if it was already queued.
   bool PushReady(absl::string_view topic, absl::string_view id);
   // Drops a job from the ready queue (canceled, moved); false if absent.
   bool RemoveReady(absl::string_view topic, absl::string_view id);
+  // Takes up to `max` ready jobs off the front of the queue, in due order;
+  // they stop counting as ready.
+  std::vector<std::string> PopReady(absl::string_view topic, size_t max);
 
   Counts CountsOf(absl::string_view topic) const;
   // Every topic the table knows, sorted.
