@@ -53,15 +53,22 @@ std::string KeyText(absl::string_view topic, absl::string_view id) {
 }  // namespace
 
 JobService::JobService(storage::JobStore* store, timer::Clock* clock,
-                       const Limits& limits)
+                       const Limits& limits, DeliveryMetrics* metrics)
     : store_(store),
       clock_(clock),
       limits_(limits),
+      own_metrics_(metrics == nullptr ? std::make_unique<DeliveryMetrics>()
+                                      : nullptr),
+      metrics_(metrics == nullptr ? own_metrics_.get() : metrics),
       scheduler_(clock,
                  [this](std::vector<timer::TimerEntry> fired) {
                    OnFired(std::move(fired));
                  }),
-      timers_(&scheduler_) {}
+      timers_(&scheduler_),
+      dead_(&topics_),
+      deliverer_(std::make_unique<Deliverer>(
+          Deliverer::Deps{store_, clock_, &limits_, &locks_, &topics_, &timers_,
+                          &scheduler_, &dead_, metrics_})) {}
 
 JobService::~JobService() { Stop(); }
 
@@ -144,13 +151,21 @@ void JobService::Commit(const Decision& d) {
   // Whatever changed, a queued READY entry no longer stands: the job is
   // gone, or waits for its (new) timer.
   if (d.was_live) topics_.RemoveReady(topic, id);
-  if (d.was_dead) topics_.AddDead(topic, -1);
+  if (d.was_dead) dead_.Note(topic, id, -1);
   if (std::optional<int64_t> due = m.new_due_ms(); due.has_value()) {
     timers_.Arm(hash, check, *due);
     if (!d.was_live) topics_.AddLive(topic, 1);
   } else {
     timers_.Disarm(hash, check);
     if (d.was_live) topics_.AddLive(topic, -1);
+  }
+  if (m.kind() == Mutation::Kind::kPut &&
+      m.record().job().state() == v1::JOB_STATE_CANCELED) {
+    // Canceled in flight: the delivery stands.
+    deliverer_->OnCanceledInFlight(topic, id);
+  } else {
+    // Replaced (or deleted): a delivery out is superseded.
+    deliverer_->DropLease(topic, id);
   }
 }
 

@@ -11,12 +11,18 @@
 //
 // Firing: the Scheduler hands fired tags to OnFired (on the timer thread),
 // which queues them; a worker thread matches them against the due index and
-// moves the due jobs to their topic's ready queue.
+// moves the due jobs to their topic's ready queue, then kicks the Deliverer
+// (deliverer.h), which owns subscriptions and leases. Lease timers share the
+// Scheduler (tags with kLeaseTagBit) and are handed to the Deliverer.
+//
+// DEAD counts: Recover reads only the due index; Start runs a background
+// scan of the job records that adds the DEAD jobs (DeadCounter).
 //
 // Thread-safe. Per-job read-modify-write is serialized by KeyLocks.
 #ifndef DELAYD_SERVER_JOB_SERVICE_H_
 #define DELAYD_SERVER_JOB_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -28,6 +34,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "delayd/v1/delayd.pb.h"
+#include "server/dead_counter.h"
+#include "server/deliverer.h"
+#include "server/delivery_metrics.h"
 #include "server/id_generator.h"
 #include "server/key_locks.h"
 #include "server/limits.h"
@@ -47,9 +56,10 @@ class JobService {
     absl::Duration duration;
   };
 
-  // `store` and `clock` must outlive the service.
+  // `store`, `clock` and `metrics` must outlive the service. Without
+  // `metrics` the service counts into a registry of its own.
   JobService(storage::JobStore* store, timer::Clock* clock,
-             const Limits& limits);
+             const Limits& limits, DeliveryMetrics* metrics = nullptr);
   JobService(const JobService&) = delete;
   JobService& operator=(const JobService&) = delete;
   ~JobService();
@@ -57,7 +67,8 @@ class JobService {
   // Rebuilds the timers and counts from the store's due index. Call once,
   // before Start.
   absl::StatusOr<RecoveryStats> Recover();
-  // Starts the timer and fire threads.
+  // Starts the timer, fire and delivery threads, and the background scan
+  // that counts DEAD jobs.
   void Start();
   // Stops them; pending timers stay unfired. Idempotent.
   void Stop();
@@ -74,6 +85,25 @@ class JobService {
   absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& req);
   absl::StatusOr<v1::GetStatsResponse> GetStats(const v1::GetStatsRequest& req);
 
+  // Delivery (see Deliverer).
+  absl::StatusOr<v1::AckResponse> Ack(const v1::AckRequest& req) {
+    return deliverer_->Ack(req);
+  }
+  absl::StatusOr<v1::NackResponse> Nack(const v1::NackRequest& req) {
+    return deliverer_->Nack(req);
+  }
+  absl::StatusOr<v1::ExtendLeaseResponse> ExtendLease(
+      const v1::ExtendLeaseRequest& req) {
+    return deliverer_->ExtendLease(req);
+  }
+  // Puts the DEAD jobs of a topic whose id starts with a prefix back to
+  // SCHEDULED, due now, attempts reset; synced like Schedule.
+  absl::StatusOr<v1::RedriveResponse> Redrive(const v1::RedriveRequest& req);
+
+  Deliverer& deliverer() { return *deliverer_; }
+  // True when the fire and delivery threads have nothing queued and are not
+  // working (the timer thread may still hold due timers).
+  bool IdleForTesting();
   const TopicTable& topics() const { return topics_; }
   size_t timers_pending() const { return scheduler_.size(); }
 
@@ -114,24 +144,32 @@ class JobService {
 
   void OnFired(std::vector<timer::TimerEntry> fired);
   void FireLoop();
-  void FireBatch(const std::vector<timer::TimerEntry>& fired);
+  void FireBatch(const std::vector<timer::TimerEntry>& all);
 
   // Constant after construction.
   storage::JobStore* const store_;
   timer::Clock* const clock_;
   const Limits limits_;
+  std::unique_ptr<DeliveryMetrics> own_metrics_;  // when none was given
+  DeliveryMetrics* const metrics_;
 
   IdGenerator ids_;
   KeyLocks locks_;
   TopicTable topics_;
   timer::Scheduler scheduler_;
   TimerIndex timers_;
+  DeadCounter dead_;
+  std::unique_ptr<Deliverer> deliverer_;
 
   absl::Mutex fire_mu_;
   std::deque<std::vector<timer::TimerEntry>> fire_queue_
       ABSL_GUARDED_BY(fire_mu_);
   bool fire_stop_ ABSL_GUARDED_BY(fire_mu_) = false;
+  bool fire_busy_ ABSL_GUARDED_BY(fire_mu_) = false;
   std::thread fire_thread_;
+
+  std::atomic<bool> dead_scan_stop_{false};
+  std::thread dead_scan_thread_;
 };
 
 }  // namespace delayd::server

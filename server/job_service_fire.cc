@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/clock.h"
 #include "server/job_key.h"
@@ -45,15 +46,35 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover() {
 void JobService::Start() {
   scheduler_.Start();
   fire_thread_ = std::thread(&JobService::FireLoop, this);
+  deliverer_->Start();
+  dead_scan_thread_ = std::thread([this] {
+    const absl::Time start = absl::Now();
+    std::vector<JobKey> canceled;
+    if (absl::Status s = dead_.Scan(*store_, locks_, dead_scan_stop_, canceled);
+        !s.ok()) {
+      DELAYD_LOG_ERROR("counting DEAD jobs: %s", s.ToString());
+      return;
+    }
+    if (dead_scan_stop_) return;
+    if (const absl::Duration took = absl::Now() - start;
+        took > absl::Seconds(1) || !canceled.empty()) {
+      DELAYD_LOG_INFO("counted DEAD jobs in %s; %d canceled records left over",
+                      absl::FormatDuration(took), canceled.size());
+    }
+    deliverer_->RemoveLeftoverCanceled(std::move(canceled));
+  });
 }
 
 void JobService::Stop() {
+  dead_scan_stop_ = true;
   scheduler_.Stop();
   {
     absl::MutexLock lock(&fire_mu_);
     fire_stop_ = true;
   }
   if (fire_thread_.joinable()) fire_thread_.join();
+  if (dead_scan_thread_.joinable()) dead_scan_thread_.join();
+  deliverer_->Stop();
 }
 
 void JobService::OnFired(std::vector<timer::TimerEntry> fired) {
@@ -74,12 +95,37 @@ void JobService::FireLoop() {
       if (fire_stop_) return;
       batch = std::move(fire_queue_.front());
       fire_queue_.pop_front();
+      fire_busy_ = true;
     }
     FireBatch(batch);
+    absl::MutexLock lock(&fire_mu_);
+    fire_busy_ = false;
   }
 }
 
-void JobService::FireBatch(const std::vector<timer::TimerEntry>& fired) {
+bool JobService::IdleForTesting() {
+  {
+    absl::MutexLock lock(&fire_mu_);
+    if (fire_busy_ || !fire_queue_.empty()) return false;
+  }
+  return deliverer_->IdleForTesting();
+}
+
+void JobService::FireBatch(const std::vector<timer::TimerEntry>& all) {
+  // Lease timers go to the Deliverer; due timers are handled here.
+  std::vector<timer::TimerEntry> fired;
+  std::vector<uint64_t> lease_tags;
+  fired.reserve(all.size());
+  for (const timer::TimerEntry& e : all) {
+    if (IsLeaseTag(e.tag)) {
+      lease_tags.push_back(e.tag);
+    } else {
+      fired.push_back(e);
+    }
+  }
+  if (!lease_tags.empty()) deliverer_->OnLeaseTimers(std::move(lease_tags));
+  // Ready jobs by topic, to count and to kick delivery once per topic.
+  absl::flat_hash_map<std::string, int64_t> readied;
   // Entries come in due order; handle one millisecond at a time.
   for (size_t begin = 0; begin < fired.size();) {
     const int64_t ms = fired[begin].due_ms;
@@ -111,9 +157,13 @@ void JobService::FireBatch(const std::vector<timer::TimerEntry>& fired) {
     }
     for (const JobKey& key : due) {
       timers_.Fired(KeyHash(key.topic, key.id), KeyCheck(key.topic, key.id));
-      topics_.PushReady(key.topic, key.id);
+      if (topics_.PushReady(key.topic, key.id)) ++readied[key.topic];
     }
     begin = end;
+  }
+  for (const auto& [topic, n] : readied) {
+    metrics_->For(topic).fired->Increment(static_cast<double>(n));
+    deliverer_->Kick(topic);
   }
 }
 

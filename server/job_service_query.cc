@@ -11,6 +11,7 @@
 #include "server/job_key.h"
 #include "server/job_service.h"
 #include "server/page_token.h"
+#include "server/present.h"
 #include "server/validation.h"
 #include "storage/job_record.h"
 
@@ -20,14 +21,7 @@ using storage::JobRecord;
 using storage::TimestampToUnixMs;
 
 v1::Job JobService::Present(const JobRecord& record, int64_t now_ms) const {
-  v1::Job job = record.job();
-  // READY is stored as SCHEDULED with a due time in the past: it is what the
-  // due index says, and what a restart makes of it anyway.
-  if (job.state() == v1::JOB_STATE_SCHEDULED &&
-      TimestampToUnixMs(job.fire_at()) <= now_ms) {
-    job.set_state(v1::JOB_STATE_READY);
-  }
-  return job;
+  return PresentJob(record, now_ms);
 }
 
 absl::StatusOr<v1::Job> JobService::GetJob(const v1::GetJobRequest& req) {
@@ -172,6 +166,8 @@ absl::StatusOr<v1::GetStatsResponse> JobService::GetStats(
     // Recover rebuilds counts from the due index, which holds no DEAD jobs:
     // after a restart, canceling or replacing a DEAD job must not wrap this.
     stats->set_dead(std::max<int64_t>(0, counts.dead));
+    stats->set_subscribers(
+        static_cast<uint32_t>(std::max<int64_t>(0, counts.subscribers)));
     if (auto it = due.find(topic); it != due.end()) {
       stats->set_due_next_minute(it->second.minute);
       stats->set_due_next_hour(it->second.hour);

@@ -21,9 +21,15 @@ std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
                                 "Jobs by topic and state",
                                 prometheus::MetricType::Gauge,
                                 {}};
+  prometheus::MetricFamily subscribers{"delayd_subscribers",
+                                       "Open Subscribe streams by topic",
+                                       prometheus::MetricType::Gauge,
+                                       {}};
   const TopicTable& topics = jobs_->topics();
   for (const std::string& topic : topics.Topics()) {
     const TopicTable::Counts c = topics.CountsOf(topic);
+    subscribers.metric.push_back(
+        Gauge({{"topic", topic}}, static_cast<double>(c.subscribers)));
     for (const auto& [state, value] :
          {std::pair{"scheduled", c.scheduled()}, std::pair{"ready", c.ready},
           std::pair{"in_flight", c.in_flight}, std::pair{"dead", c.dead}}) {
@@ -36,7 +42,7 @@ std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
       "Timers pending in the timing wheel",
       prometheus::MetricType::Gauge,
       {Gauge({}, static_cast<double>(jobs_->timers_pending()))}};
-  return {std::move(jobs), std::move(wheel)};
+  return {std::move(jobs), std::move(subscribers), std::move(wheel)};
 }
 
 }  // namespace delayd::server

@@ -1,5 +1,6 @@
 // JobsCollector: gauges read from the JobService when Prometheus scrapes —
-// delayd_jobs{topic,state} and delayd_wheel_entries. Computing them at scrape
+// delayd_jobs{topic,state}, delayd_subscribers{topic} and
+// delayd_wheel_entries. Computing them at scrape
 // time keeps the hot paths free of metric updates. Thread-safe.
 #ifndef DELAYD_SERVER_JOBS_COLLECTOR_H_
 #define DELAYD_SERVER_JOBS_COLLECTOR_H_

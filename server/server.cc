@@ -32,8 +32,9 @@ Server::Server(const Config& config, std::unique_ptr<Metrics> metrics,
       store_(std::move(store)),
       instrumented_store_(store_.get(), metrics_->registry()),
       rpc_metrics_(metrics_->registry()),
+      delivery_metrics_(metrics_->registry()),
       jobs_(std::make_unique<JobService>(&instrumented_store_, &clock_,
-                                         config.limits)),
+                                         config.limits, &delivery_metrics_)),
       service_(
           std::make_unique<DelayQueueService>(jobs_.get(), &rpc_metrics_)) {
   metrics_->AddCollectable(std::make_shared<JobsCollector>(jobs_.get()));
@@ -110,6 +111,9 @@ void Server::Shutdown() {
   if (grpc_server_ == nullptr) return;
   grpc_server_->GetHealthCheckService()->SetServingStatus(false);
   service_->StartDraining();
+  // Streams end cleanly; their unacked deliveries are released.
+  jobs_->deliverer().CloseAll(
+      absl::UnavailableError("server is shutting down"));
   std::thread stop_metrics([this] { metrics_->StopServing(); });
   const auto deadline = std::chrono::system_clock::now() +
                         absl::ToChronoMilliseconds(config_.shutdown_grace);

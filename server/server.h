@@ -19,6 +19,7 @@
 #include "grpcpp/server.h"
 #include "server/config.h"
 #include "server/delay_queue_service.h"
+#include "server/delivery_metrics.h"
 #include "server/instrumented_store.h"
 #include "server/job_service.h"
 #include "server/metrics.h"
@@ -63,6 +64,7 @@ class Server {
   std::unique_ptr<storage::RocksDbJobStore> store_;
   InstrumentedStore instrumented_store_;
   RpcMetrics rpc_metrics_;
+  DeliveryMetrics delivery_metrics_;
   timer::SystemClock clock_;
   std::unique_ptr<JobService> jobs_;
   std::unique_ptr<DelayQueueService> service_;
