@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "server/grpc_status.h"
 #include "server/request_parser.h"
+#include "server/subscribe_reactor.h"
 
 namespace delayd::server {
 
@@ -20,7 +21,23 @@ DelayQueueService::DelayQueueService(JobService* jobs, RpcMetrics* metrics,
   RegisterUnary(4, "CancelByPrefix", &JobService::CancelByPrefix);
   RegisterUnary(5, "GetJob", &JobService::GetJob);
   RegisterUnary(6, "ListJobs", &JobService::ListJobs);
+  RegisterUnary(8, "Ack", &JobService::Ack);
+  RegisterUnary(9, "Nack", &JobService::Nack);
+  RegisterUnary(10, "ExtendLease", &JobService::ExtendLease);
+  RegisterUnary(11, "Redrive", &JobService::Redrive);
   RegisterUnary(12, "GetStats", &JobService::GetStats);
+}
+
+grpc::ServerWriteReactor<v1::Delivery>* DelayQueueService::Subscribe(
+    grpc::CallbackServerContext* /*context*/,
+    const v1::SubscribeRequest* request) {
+  absl::Status refusal;
+  if (const State state = state_; state != State::kServing) {
+    refusal = absl::UnavailableError(state == State::kRecovering
+                                         ? "server is recovering; retry shortly"
+                                         : "server is shutting down");
+  }
+  return new SubscribeReactor(&jobs_->deliverer(), metrics_, *request, refusal);
 }
 
 template <typename Request, typename Response>

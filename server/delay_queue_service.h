@@ -5,7 +5,9 @@
 // field. Each call is handed to the JobService on a worker thread (the logic
 // may wait for an fsync; gRPC callbacks must not block), and the reactor is
 // finished from there, the status converted in one place. An rpc not
-// registered here answers UNIMPLEMENTED (the generated default).
+// registered here answers UNIMPLEMENTED (the generated default). Subscribe
+// returns a SubscribeReactor (subscribe_reactor.h), which streams what the
+// Deliverer hands it.
 //
 // Until StartServing (recovery) and from StartDraining on, calls are refused
 // with UNAVAILABLE.
@@ -33,6 +35,10 @@ class DelayQueueService final : public v1::DelayQueue::CallbackService {
   void StartServing() { state_ = State::kServing; }
   // From now on, new calls answer UNAVAILABLE.
   void StartDraining() { state_ = State::kDraining; }
+
+  grpc::ServerWriteReactor<v1::Delivery>* Subscribe(
+      grpc::CallbackServerContext* context,
+      const v1::SubscribeRequest* request) override;
 
  private:
   // Registers `method` of the JobService as raw unary method `index` of the

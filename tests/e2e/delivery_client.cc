@@ -1,0 +1,180 @@
+#include "tests/e2e/delivery_client.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/time/clock.h"
+
+namespace delayd::testing {
+namespace {
+
+void SetDeadline(grpc::ClientContext& context) {
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+}
+
+}  // namespace
+
+TestSubscriber::TestSubscriber(std::shared_ptr<grpc::Channel> channel,
+                               const std::string& topic, uint32_t max_in_flight,
+                               bool auto_ack)
+    : stub_(v1::DelayQueue::NewStub(std::move(channel))), auto_ack_(auto_ack) {
+  request_.set_topic(topic);
+  request_.set_consumer("e2e");
+  request_.set_max_in_flight(max_in_flight);
+  reader_ = std::thread([this] { Read(); });
+}
+
+TestSubscriber::~TestSubscriber() { Cancel(); }
+
+void TestSubscriber::Cancel() {
+  context_.TryCancel();
+  if (reader_.joinable()) reader_.join();
+}
+
+void TestSubscriber::Read() {
+  std::unique_ptr<grpc::ClientReader<v1::Delivery>> reader =
+      stub_->Subscribe(&context_, request_);
+  v1::Delivery delivery;
+  while (reader->Read(&delivery)) {
+    const absl::Time now = absl::Now();
+    const absl::Time due =
+        absl::FromUnixSeconds(delivery.job().fire_at().seconds()) +
+        absl::Nanoseconds(delivery.job().fire_at().nanos());
+    if (auto_ack_) {
+      grpc::ClientContext context;
+      SetDeadline(context);
+      v1::AckRequest req;
+      req.add_ack_tokens(delivery.ack_token());
+      v1::AckResponse response;
+      stub_->Ack(&context, req, &response);
+    }
+    absl::MutexLock lock(&mu_);
+    if (now < due) ++early_;
+    received_.push_back({delivery, now});
+  }
+  grpc::Status status = reader->Finish();
+  absl::MutexLock lock(&mu_);
+  end_ = status;
+}
+
+bool TestSubscriber::WaitFor(size_t n, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  struct Arg {
+    TestSubscriber* s;
+    size_t n;
+  } arg{this, n};
+  return mu_.AwaitWithTimeout(absl::Condition(
+                                  +[](Arg* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                    return a->s->received_.size() >= a->n ||
+                                           a->s->end_.has_value();
+                                  },
+                                  &arg),
+                              timeout) &&
+         received_.size() >= n;
+}
+
+std::optional<grpc::Status> TestSubscriber::WaitEnd(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(
+      absl::Condition(
+          +[](TestSubscriber* s)
+               ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->end_.has_value(); },
+          this),
+      timeout);
+  return end_;
+}
+
+std::vector<Received> TestSubscriber::received() {
+  absl::MutexLock lock(&mu_);
+  return received_;
+}
+
+size_t TestSubscriber::count() {
+  absl::MutexLock lock(&mu_);
+  return received_.size();
+}
+
+Received TestSubscriber::at(size_t i) {
+  absl::MutexLock lock(&mu_);
+  return received_.at(i);
+}
+
+int TestSubscriber::early() {
+  absl::MutexLock lock(&mu_);
+  return early_;
+}
+
+DeliveryClient::DeliveryClient(std::shared_ptr<grpc::Channel> channel)
+    : stub_(v1::DelayQueue::NewStub(std::move(channel))) {}
+
+Reply<v1::AckResponse> DeliveryClient::Ack(
+    const std::vector<std::string>& tokens) {
+  v1::AckRequest request;
+  for (const std::string& t : tokens) request.add_ack_tokens(t);
+  Reply<v1::AckResponse> reply;
+  grpc::ClientContext context;
+  SetDeadline(context);
+  reply.status = stub_->Ack(&context, request, &reply.response);
+  return reply;
+}
+
+grpc::StatusCode DeliveryClient::AckCode(const std::string& token) {
+  Reply<v1::AckResponse> reply = Ack({token});
+  if (!reply.ok()) return reply.status.error_code();
+  if (reply.response.results_size() != 1) return grpc::StatusCode::INTERNAL;
+  return static_cast<grpc::StatusCode>(reply.response.results(0).code());
+}
+
+Reply<v1::NackResponse> DeliveryClient::Nack(
+    const std::string& token, std::optional<absl::Duration> retry_after,
+    const std::string& reason, bool dead_letter) {
+  v1::NackRequest request;
+  request.set_ack_token(token);
+  if (retry_after) *request.mutable_retry_after() = ToProto(*retry_after);
+  request.set_reason(reason);
+  request.set_dead_letter(dead_letter);
+  Reply<v1::NackResponse> reply;
+  grpc::ClientContext context;
+  SetDeadline(context);
+  reply.status = stub_->Nack(&context, request, &reply.response);
+  return reply;
+}
+
+Reply<v1::ExtendLeaseResponse> DeliveryClient::ExtendLease(
+    const std::string& token, absl::Duration extend_by) {
+  v1::ExtendLeaseRequest request;
+  request.set_ack_token(token);
+  *request.mutable_extend_by() = ToProto(extend_by);
+  Reply<v1::ExtendLeaseResponse> reply;
+  grpc::ClientContext context;
+  SetDeadline(context);
+  reply.status = stub_->ExtendLease(&context, request, &reply.response);
+  return reply;
+}
+
+Reply<v1::RedriveResponse> DeliveryClient::Redrive(const std::string& topic,
+                                                   const std::string& prefix) {
+  v1::RedriveRequest request;
+  request.set_topic(topic);
+  request.set_id_prefix(prefix);
+  Reply<v1::RedriveResponse> reply;
+  grpc::ClientContext context;
+  SetDeadline(context);
+  reply.status = stub_->Redrive(&context, request, &reply.response);
+  return reply;
+}
+
+v1::RetryPolicy RetryOf(uint32_t max_attempts, absl::Duration lease,
+                        absl::Duration initial_backoff,
+                        absl::Duration max_backoff, double multiplier) {
+  v1::RetryPolicy retry;
+  retry.set_max_attempts(max_attempts);
+  *retry.mutable_lease() = ToProto(lease);
+  *retry.mutable_initial_backoff() = ToProto(initial_backoff);
+  *retry.mutable_max_backoff() = ToProto(max_backoff);
+  retry.set_backoff_multiplier(multiplier);
+  return retry;
+}
+
+}  // namespace delayd::testing

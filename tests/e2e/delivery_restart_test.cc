@@ -1,0 +1,78 @@
+// End to end: delivery across restarts of the real binary — jobs that were
+// READY before any subscriber existed, and jobs that were in flight, are
+// delivered after a SIGTERM and after a SIGKILL restart.
+#include <signal.h>
+
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/delivery_fixture.h"
+
+namespace delayd::testing {
+namespace {
+
+class DeliveryRestartTest : public DeliveryTest,
+                            public ::testing::WithParamInterface<int> {};
+
+TEST_P(DeliveryRestartTest, ReadyJobsWithoutSubscribersAreDeliveredAfter) {
+  for (int i = 0; i < 20; ++i) {
+    MustSchedule(Spec("ready", absl::StrCat("j", i), absl::ZeroDuration()));
+  }
+  WaitReady("ready", 20);
+  ASSERT_NO_FATAL_FAILURE(Restart(GetParam()));
+  TestSubscriber& sub = Subscribe("ready");
+  ASSERT_TRUE(sub.WaitFor(20));
+  std::set<std::string> ids;
+  for (const Received& r : sub.received()) {
+    EXPECT_EQ(r.delivery.attempt(), 1u);
+    ids.insert(r.delivery.job().id());
+  }
+  EXPECT_EQ(ids.size(), 20u);
+}
+
+TEST_P(DeliveryRestartTest, InFlightJobsAreDeliveredAgainWithTheNextAttempt) {
+  TestSubscriber& before = Subscribe("flight");
+  for (int i = 0; i < 5; ++i) {
+    MustSchedule(Spec("flight", absl::StrCat("j", i), absl::ZeroDuration()));
+  }
+  ASSERT_TRUE(before.WaitFor(5));
+  const std::string old_token = before.at(0).delivery.ack_token();
+  ASSERT_NO_FATAL_FAILURE(Restart(GetParam()));
+  TestSubscriber& after = Subscribe("flight");
+  ASSERT_TRUE(after.WaitFor(5));
+  for (const Received& r : after.received()) {
+    EXPECT_EQ(r.delivery.attempt(), 2u);
+  }
+  EXPECT_EQ(delivery_->AckCode(old_token),
+            grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_P(DeliveryRestartTest, DeadJobsAreCountedAfter) {
+  TestSubscriber& sub = Subscribe("dead");
+  for (int i = 0; i < 3; ++i) {
+    MustSchedule(Spec("dead", absl::StrCat("j", i), absl::ZeroDuration()));
+  }
+  ASSERT_TRUE(sub.WaitFor(3));
+  for (const Received& r : sub.received()) {
+    auto reply = delivery_->Nack(r.delivery.ack_token(), std::nullopt, "bad",
+                                 /*dead_letter=*/true);
+    ASSERT_RPC_OK(reply);
+  }
+  EXPECT_EQ(client_->StatsOf("dead").dead(), 3u);
+  ASSERT_NO_FATAL_FAILURE(Restart(GetParam()));
+  EXPECT_TRUE(Eventually([&] { return client_->StatsOf("dead").dead() == 3; }))
+      << client_->StatsOf("dead").DebugString();
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, DeliveryRestartTest,
+                         ::testing::Values(SIGTERM, SIGKILL),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == SIGTERM
+                                      ? std::string("Sigterm")
+                                      : std::string("Sigkill");
+                         });
+
+}  // namespace
+}  // namespace delayd::testing

@@ -1,0 +1,281 @@
+// End to end: delivery against the real binary — fair share among competing
+// subscribers, redelivery when a subscriber dies or a lease expires, nack
+// with retry_after and with backoff, max_attempts -> DEAD -> Redrive, stale
+// and malformed tokens, cancel in flight, clean stream ends on shutdown.
+// Every received delivery is checked against its due time (never early).
+// Restarts are in delivery_restart_test.cc.
+#include <signal.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/delivery_fixture.h"
+
+namespace delayd::testing {
+namespace {
+
+TEST_F(DeliveryTest,
+       ThreeSubscribersShareThreeThousandJobsWithinTwentyPercent) {
+  std::vector<TestSubscriber*> subs;
+  for (int i = 0; i < 3; ++i) {
+    subs.push_back(&Subscribe("share", 100, /*auto_ack=*/true));
+  }
+  ASSERT_TRUE(
+      Eventually([&] { return client_->StatsOf("share").subscribers() == 3; }));
+  const absl::Time due = absl::Now() + absl::Milliseconds(500);
+  for (int b = 0; b < 3; ++b) {
+    v1::ScheduleBatchRequest batch;
+    for (int i = 0; i < 1000; ++i) {
+      *batch.add_requests() =
+          Request(SpecAt("share", absl::StrCat(b, "-", i), due));
+    }
+    auto reply = client_->ScheduleBatch(batch);
+    ASSERT_RPC_OK(reply);
+  }
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return subs[0]->count() + subs[1]->count() + subs[2]->count() >= 3000;
+      },
+      absl::Seconds(60)));
+  std::set<std::string> ids;
+  for (TestSubscriber* sub : subs) {
+    EXPECT_GE(sub->count(), 800u);
+    EXPECT_LE(sub->count(), 1200u);
+    for (const Received& r : sub->received()) ids.insert(r.delivery.job().id());
+  }
+  EXPECT_EQ(ids.size(), 3000u);
+  ASSERT_TRUE(Eventually([&] {
+    const v1::TopicStats s = client_->StatsOf("share");
+    return s.in_flight() == 0 && s.ready() == 0 && s.scheduled() == 0;
+  })) << client_->StatsOf("share").DebugString();
+}
+
+TEST_F(DeliveryTest, AKilledSubscribersJobsGoToAnotherWithAttemptTwo) {
+  TestSubscriber& doomed = Subscribe("kill", 100);
+  ASSERT_TRUE(
+      Eventually([&] { return client_->StatsOf("kill").subscribers() == 1; }));
+  for (int i = 0; i < 10; ++i) {
+    MustSchedule(Spec("kill", absl::StrCat("j", i), absl::ZeroDuration()));
+  }
+  ASSERT_TRUE(doomed.WaitFor(10));
+  TestSubscriber& heir = Subscribe("kill", 100);
+  ASSERT_TRUE(
+      Eventually([&] { return client_->StatsOf("kill").subscribers() == 2; }));
+  doomed.Cancel();
+  ASSERT_TRUE(heir.WaitFor(10));
+  std::set<std::string> ids;
+  for (const Received& r : heir.received()) {
+    EXPECT_EQ(r.delivery.attempt(), 2u);
+    EXPECT_EQ(r.delivery.job().last_error(), "subscriber stream ended");
+    ids.insert(r.delivery.job().id());
+  }
+  EXPECT_EQ(ids.size(), 10u);
+  for (const Received& r : doomed.received()) {
+    EXPECT_EQ(delivery_->AckCode(r.delivery.ack_token()),
+              grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  for (const Received& r : heir.received()) {
+    EXPECT_EQ(delivery_->AckCode(r.delivery.ack_token()), grpc::StatusCode::OK);
+  }
+}
+
+TEST_F(DeliveryTest, AnExpiredLeaseIsRedelivered) {
+  TestSubscriber& sub = Subscribe("lease");
+  v1::JobSpec spec = Spec("lease", "a", absl::ZeroDuration());
+  *spec.mutable_retry() = RetryOf(5, absl::Seconds(1));
+  MustSchedule(spec);
+  ASSERT_TRUE(sub.WaitFor(1));
+  const Received first = sub.at(0);
+  EXPECT_EQ(first.delivery.attempt(), 1u);
+  ASSERT_TRUE(sub.WaitFor(2));
+  const Received second = sub.at(1);
+  EXPECT_EQ(second.delivery.attempt(), 2u);
+  EXPECT_EQ(second.delivery.job().last_error(), "lease expired");
+  EXPECT_GE(second.at, FromProto(first.delivery.lease_expires_at()));
+  EXPECT_EQ(delivery_->AckCode(first.delivery.ack_token()),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(delivery_->AckCode(second.delivery.ack_token()),
+            grpc::StatusCode::OK);
+}
+
+TEST_F(DeliveryTest, ExtendLeaseKeepsTheDeliveryLonger) {
+  TestSubscriber& sub = Subscribe("extend");
+  v1::JobSpec spec = Spec("extend", "a", absl::ZeroDuration());
+  *spec.mutable_retry() = RetryOf(5, absl::Seconds(1));
+  MustSchedule(spec);
+  ASSERT_TRUE(sub.WaitFor(1));
+  auto extended =
+      delivery_->ExtendLease(sub.at(0).delivery.ack_token(), absl::Seconds(3));
+  ASSERT_RPC_OK(extended);
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_EQ(sub.count(), 1u);
+  EXPECT_EQ(delivery_->AckCode(sub.at(0).delivery.ack_token()),
+            grpc::StatusCode::OK);
+  auto gone =
+      delivery_->ExtendLease(sub.at(0).delivery.ack_token(), absl::Seconds(3));
+  EXPECT_EQ(gone.status.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(DeliveryTest, NackWithRetryAfterRedeliversNoEarlierThanAsked) {
+  TestSubscriber& sub = Subscribe("nack");
+  MustSchedule(Spec("nack", "a", absl::ZeroDuration()));
+  ASSERT_TRUE(sub.WaitFor(1));
+  const absl::Time nacked = absl::Now();
+  auto reply = delivery_->Nack(sub.at(0).delivery.ack_token(),
+                               absl::Milliseconds(1500), "try later");
+  ASSERT_RPC_OK(reply);
+  EXPECT_EQ(reply.response.job().state(), v1::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(reply.response.job().last_error(), "try later");
+  ASSERT_TRUE(sub.WaitFor(2));
+  EXPECT_GE(sub.at(1).at - nacked, absl::Milliseconds(1500));
+  EXPECT_EQ(sub.at(1).delivery.attempt(), 2u);
+}
+
+TEST_F(DeliveryTest, NackWithoutRetryAfterBacksOffExponentially) {
+  TestSubscriber& sub = Subscribe("backoff");
+  v1::JobSpec spec = Spec("backoff", "a", absl::ZeroDuration());
+  *spec.mutable_retry() = RetryOf(
+      10, absl::Seconds(30), absl::Milliseconds(200), absl::Seconds(10), 2);
+  MustSchedule(spec);
+  const std::vector<absl::Duration> waits = {absl::Milliseconds(200),
+                                             absl::Milliseconds(400),
+                                             absl::Milliseconds(800)};
+  for (size_t i = 0; i < waits.size(); ++i) {
+    ASSERT_TRUE(sub.WaitFor(i + 1));
+    const absl::Time nacked = absl::Now();
+    auto reply = delivery_->Nack(sub.at(i).delivery.ack_token(), std::nullopt);
+    ASSERT_RPC_OK(reply);
+    EXPECT_GE(FromProto(reply.response.job().fire_at()) - nacked,
+              waits[i] - absl::Milliseconds(5));
+    ASSERT_TRUE(sub.WaitFor(i + 2));
+    EXPECT_GE(sub.at(i + 1).at - nacked, waits[i]) << "retry " << i + 1;
+  }
+}
+
+TEST_F(DeliveryTest, MaxAttemptsMakesItDeadThenRedriveDeliversIt) {
+  TestSubscriber& sub = Subscribe("dead");
+  v1::JobSpec spec = Spec("dead", "a", absl::ZeroDuration());
+  *spec.mutable_retry() = RetryOf(2, absl::Seconds(30));
+  MustSchedule(spec);
+  ASSERT_TRUE(sub.WaitFor(1));
+  ASSERT_RPC_OK(delivery_->Nack(sub.at(0).delivery.ack_token(),
+                                absl::ZeroDuration(), "first"));
+  ASSERT_TRUE(sub.WaitFor(2));
+  auto last = delivery_->Nack(sub.at(1).delivery.ack_token(),
+                              absl::ZeroDuration(), "second");
+  ASSERT_RPC_OK(last);
+  EXPECT_EQ(last.response.job().state(), v1::JOB_STATE_DEAD);
+  auto job = client_->GetJob("dead", "a");
+  ASSERT_RPC_OK(job);
+  EXPECT_EQ(job.response.state(), v1::JOB_STATE_DEAD);
+  EXPECT_EQ(job.response.last_error(), "second");
+  EXPECT_EQ(client_->StatsOf("dead").dead(), 1u);
+  v1::ListJobsRequest query;
+  query.set_topic("dead");
+  query.add_states(v1::JOB_STATE_DEAD);
+  EXPECT_EQ(IdsOf(client_->ListAll(query)), std::vector<std::string>{"a"});
+
+  auto redriven = delivery_->Redrive("dead");
+  ASSERT_RPC_OK(redriven);
+  EXPECT_EQ(redriven.response.redriven(), 1u);
+  ASSERT_TRUE(sub.WaitFor(3));
+  EXPECT_EQ(sub.at(2).delivery.attempt(), 1u);
+  EXPECT_EQ(client_->StatsOf("dead").dead(), 0u);
+  EXPECT_EQ(delivery_->AckCode(sub.at(2).delivery.ack_token()),
+            grpc::StatusCode::OK);
+}
+
+TEST_F(DeliveryTest, StaleTokensAreFailedPreconditionMalformedInvalidArgument) {
+  TestSubscriber& sub = Subscribe("tokens");
+  MustSchedule(Spec("tokens", "a", absl::ZeroDuration()));
+  ASSERT_TRUE(sub.WaitFor(1));
+  const std::string token = sub.at(0).delivery.ack_token();
+  auto reply = delivery_->Ack({token, "not-a-token", token + "x"});
+  ASSERT_RPC_OK(reply);
+  ASSERT_EQ(reply.response.results_size(), 3);
+  EXPECT_EQ(reply.response.results(0).code(), grpc::StatusCode::OK);
+  EXPECT_EQ(reply.response.results(1).code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(reply.response.results(1).message().find("ack_tokens[1]"),
+            std::string::npos);
+  EXPECT_EQ(reply.response.results(0).ack_token(), token);
+  EXPECT_EQ(delivery_->AckCode(token), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(delivery_->Nack(token, std::nullopt).status.error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(delivery_->Nack("%%%", std::nullopt).status.error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(delivery_->ExtendLease("", absl::Seconds(1)).status.error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(delivery_->Ack({}).status.error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(DeliveryTest, CancelInFlightAcceptsTheAckAndNeverRedelivers) {
+  TestSubscriber& sub = Subscribe("cancel");
+  v1::JobSpec acked = Spec("cancel", "acked", absl::ZeroDuration());
+  v1::JobSpec expires = Spec("cancel", "expires", absl::ZeroDuration());
+  *expires.mutable_retry() = RetryOf(5, absl::Seconds(1));
+  MustSchedule(acked);
+  MustSchedule(expires);
+  ASSERT_TRUE(sub.WaitFor(2));
+  for (const char* id : {"acked", "expires"}) {
+    auto reply = client_->Cancel("cancel", id);
+    ASSERT_RPC_OK(reply);
+    EXPECT_EQ(reply.response.outcome(), v1::CANCEL_OUTCOME_CANCELED_IN_FLIGHT);
+  }
+  EXPECT_EQ(client_->StatsOf("cancel").in_flight(), 0u);
+  for (const Received& r : sub.received()) {
+    if (r.delivery.job().id() == "acked") {
+      EXPECT_EQ(delivery_->AckCode(r.delivery.ack_token()),
+                grpc::StatusCode::OK);
+    }
+  }
+  EXPECT_EQ(client_->GetJob("cancel", "acked").status.error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  // The other one's lease ends: the record goes, and nothing is redelivered.
+  ASSERT_TRUE(Eventually([&] {
+    return client_->GetJob("cancel", "expires").status.error_code() ==
+           grpc::StatusCode::NOT_FOUND;
+  }));
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(sub.count(), 2u);
+}
+
+TEST_F(DeliveryTest, SubscribeRefusesBadInputNamingTheField) {
+  TestSubscriber& sub = Subscribe("t", 10001);
+  std::optional<grpc::Status> end = sub.WaitEnd(absl::Seconds(10));
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(end->error_message().find("max_in_flight"), std::string::npos)
+      << end->error_message();
+  TestSubscriber& bad_topic = Subscribe("", 1);
+  end = bad_topic.WaitEnd(absl::Seconds(10));
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(DeliveryTest, SigtermEndsStreamsCleanlyAndExitsZero) {
+  TestSubscriber& sub = Subscribe("drain");
+  MustSchedule(Spec("drain", "a", absl::ZeroDuration()));
+  ASSERT_TRUE(sub.WaitFor(1));
+  const absl::Time start = absl::Now();
+  server_->Signal(SIGTERM);
+  std::optional<grpc::Status> end = sub.WaitEnd(absl::Seconds(20));
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->error_code(), grpc::StatusCode::UNAVAILABLE)
+      << end->error_message();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  ASSERT_OK_AND_ASSIGN(int code, server_->Wait());
+  EXPECT_EQ(code, 0) << server_->Log();
+  // Not the whole grace period (10 s): no stream holds the drain up. (gRPC's
+  // graceful GOAWAY to a client still connected may take ~5 s.)
+  EXPECT_LT(absl::Now() - start, absl::Seconds(9));
+}
+
+}  // namespace
+}  // namespace delayd::testing
