@@ -1,5 +1,7 @@
 #include "server/jobs_collector.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -30,9 +32,12 @@ std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
     const TopicTable::Counts c = topics.CountsOf(topic);
     subscribers.metric.push_back(
         Gauge({{"topic", topic}}, static_cast<double>(c.subscribers)));
+    // DEAD counts may dip below zero briefly after a restart, until the
+    // background scan has counted the DEAD jobs (see DeadCounter).
     for (const auto& [state, value] :
          {std::pair{"scheduled", c.scheduled()}, std::pair{"ready", c.ready},
-          std::pair{"in_flight", c.in_flight}, std::pair{"dead", c.dead}}) {
+          std::pair{"in_flight", c.in_flight},
+          std::pair{"dead", std::max<int64_t>(0, c.dead)}}) {
       jobs.metric.push_back(Gauge({{"topic", topic}, {"state", state}},
                                   static_cast<double>(value)));
     }

@@ -48,6 +48,7 @@ class SubscribeReactor::Stream final : public DeliverySink {
 
   void WriteDone(bool ok) {
     const v1::Delivery* next = nullptr;
+    bool more = false;
     bool do_finish = false;
     grpc::Status finish;
     {
@@ -65,12 +66,17 @@ class SubscribeReactor::Stream final : public DeliverySink {
         finish = status_;
       } else if (!queue_.empty()) {
         next = &queue_.front();
+        more = queue_.size() > 1;
       } else {
         writing_ = false;
       }
     }
     if (next != nullptr) {
-      reactor_->StartWrite(next);
+      // More are queued: let gRPC coalesce this one with the next writes
+      // (the last of a run goes without the hint, so nothing is held back).
+      grpc::WriteOptions options;
+      if (more) options.set_buffer_hint();
+      reactor_->StartWrite(next, options);
     } else if (do_finish) {
       reactor_->Finish(finish);
     }

@@ -5,11 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "prometheus/registry.h"
 #include "server/ack_token.h"
 #include "server/deliverer.h"
+#include "server/delivery_metrics.h"
 #include "tests/server/deliverer_test_util.h"
 
 namespace delayd::server::testing {
@@ -339,6 +342,60 @@ TEST_F(DelivererTest, ReplaceOfAJobInFlightSupersedesTheDelivery) {
   ASSERT_TRUE(sub.sink->WaitFor(2));
   EXPECT_EQ(sub.sink->at(1).job().payload(), "v2");
   EXPECT_EQ(sub.sink->at(1).attempt(), 1u);
+}
+
+}  // namespace
+}  // namespace delayd::server::testing
+
+namespace delayd::server::testing {
+namespace {
+
+// The value of `family{topic}` in `registry` (counter or histogram count).
+double MetricValue(prometheus::Registry& registry, const std::string& family,
+                   const std::string& topic = "") {
+  for (const prometheus::MetricFamily& f : registry.Collect()) {
+    if (f.name != family) continue;
+    for (const prometheus::ClientMetric& m : f.metric) {
+      const bool match =
+          topic.empty() || (m.label.size() == 1 && m.label[0].name == "topic" &&
+                            m.label[0].value == topic);
+      if (!match) continue;
+      return f.type == prometheus::MetricType::Histogram
+                 ? static_cast<double>(m.histogram.sample_count)
+                 : m.counter.value;
+    }
+  }
+  return -1;
+}
+
+TEST_F(DelivererTest, MetricsCountTheFlowByTopic) {
+  prometheus::Registry registry;
+  DeliveryMetrics metrics(registry);
+  service_ = std::make_unique<JobService>(&store_, &clock_, limits_, &metrics);
+  absl::Cleanup stop = [this] { service_.reset(); };  // before `metrics`
+  service().Start();
+  Sub sub = Subscribe("m");
+  MustScheduleWith("m", "a", 0, Retry(2, 30'000));
+  MustSchedule("m", "b", 0);
+  ASSERT_TRUE(sub.sink->WaitFor(2));
+  const std::string a_token = sub.sink->at(0).job().id() == "a"
+                                  ? sub.sink->at(0).ack_token()
+                                  : sub.sink->at(1).ack_token();
+  const std::string b_token = sub.sink->at(0).job().id() == "b"
+                                  ? sub.sink->at(0).ack_token()
+                                  : sub.sink->at(1).ack_token();
+  ASSERT_OK(Nack(a_token, 0));
+  ASSERT_TRUE(sub.sink->WaitFor(3));
+  ASSERT_OK(Nack(sub.sink->at(2).ack_token(), 0));  // out of attempts: DEAD
+  EXPECT_EQ(AckCode(b_token), absl::StatusCode::kOk);
+  Quiesce();
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_fired_total", "m"), 2);
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_delivered_total", "m"), 3);
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_redelivered_total", "m"), 1);
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_nacked_total", "m"), 2);
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_dead_lettered_total", "m"), 1);
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_acked_total", "m"), 1);
+  EXPECT_EQ(MetricValue(registry, "delayd_fire_lateness_seconds"), 3);
 }
 
 }  // namespace
