@@ -424,7 +424,9 @@ absl::StatusOr<v1::NackResponse> Deliverer::Nack(const v1::NackRequest& req) {
     return Stale("ack_token");
   }
   const JobRecord& record = **stored;
-  const int64_t now_ms = d_.clock->NowMs();
+  // Now rounded up to the millisecond: the retry is never earlier than
+  // retry_after from the moment of the call.
+  const int64_t now_ms = (d_.clock->NowUs() + 999) / 1000;
   const int64_t delay_ms = retry_after_ms.value_or(
       BackoffMs(record.job().retry(), record.job().attempts()));
   absl::StatusOr<std::vector<Ended>> ended = EndDeliveries({Ending{
