@@ -1,5 +1,5 @@
-// Deliverer: subscribers, the delivery thread and Dispatch. Ack, Nack,
-// ExtendLease and the ends of leases are in deliverer_leases.cc.
+// Deliverer: subscribers, the delivery thread and Dispatch. The ends of
+// leases are in deliverer_leases.cc, Ack/Nack/ExtendLease in deliverer_rpcs.cc.
 #include "server/deliverer.h"
 
 #include <algorithm>

@@ -191,6 +191,12 @@ class Deliverer {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t NewNonceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Whether `record` is a delivered job: IN_FLIGHT, or CANCELED in flight.
+  static bool IsDelivered(const storage::JobRecord& record) {
+    const v1::JobState state = record.job().state();
+    return state == v1::JOB_STATE_IN_FLIGHT || state == v1::JOB_STATE_CANCELED;
+  }
+
   // ---- deliverer_leases.cc ----
   // Ends deliveries of one topic without an ack, in one store write, and
   // applies the outcome (leases, counts, timers, ready queue, metrics).
