@@ -1,5 +1,6 @@
 #include "tests/e2e/delivery_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -23,6 +24,7 @@ TestSubscriber::TestSubscriber(std::shared_ptr<grpc::Channel> channel,
   request_.set_consumer("e2e");
   request_.set_max_in_flight(max_in_flight);
   reader_ = std::thread([this] { Read(); });
+  if (auto_ack_) acker_ = std::thread([this] { AckLoop(); });
 }
 
 TestSubscriber::~TestSubscriber() { Cancel(); }
@@ -30,6 +32,33 @@ TestSubscriber::~TestSubscriber() { Cancel(); }
 void TestSubscriber::Cancel() {
   context_.TryCancel();
   if (reader_.joinable()) reader_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    stop_acking_ = true;
+  }
+  if (acker_.joinable()) acker_.join();
+}
+
+void TestSubscriber::AckLoop() {
+  while (true) {
+    v1::AckRequest req;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](TestSubscriber* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return s->stop_acking_ || !s->to_ack_.empty();
+          },
+          this));
+      if (to_ack_.empty()) return;  // stopping
+      const size_t n = std::min<size_t>(to_ack_.size(), 1000);
+      for (size_t i = 0; i < n; ++i) req.add_ack_tokens(to_ack_[i]);
+      to_ack_.erase(to_ack_.begin(), to_ack_.begin() + n);
+    }
+    grpc::ClientContext context;
+    SetDeadline(context);
+    v1::AckResponse response;
+    stub_->Ack(&context, req, &response);
+  }
 }
 
 void TestSubscriber::Read() {
@@ -41,15 +70,8 @@ void TestSubscriber::Read() {
     const absl::Time due =
         absl::FromUnixSeconds(delivery.job().fire_at().seconds()) +
         absl::Nanoseconds(delivery.job().fire_at().nanos());
-    if (auto_ack_) {
-      grpc::ClientContext context;
-      SetDeadline(context);
-      v1::AckRequest req;
-      req.add_ack_tokens(delivery.ack_token());
-      v1::AckResponse response;
-      stub_->Ack(&context, req, &response);
-    }
     absl::MutexLock lock(&mu_);
+    if (auto_ack_) to_ack_.push_back(delivery.ack_token());
     if (now < due) ++early_;
     received_.push_back({delivery, now});
   }

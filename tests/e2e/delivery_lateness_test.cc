@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -49,13 +50,23 @@ std::string ScrapeMetrics(const std::string& address) {
   return out;
 }
 
+// DELAYD_LATENESS_JOBS (a multiple of 1000) overrides the 10,000 jobs.
+int JobCount() {
+  const char* env = std::getenv("DELAYD_LATENESS_JOBS");
+  const int n = env == nullptr ? 0 : std::atoi(env);
+  return n >= 1000 ? n / 1000 * 1000 : 10'000;
+}
+
 TEST_F(DeliveryTest, LatenessOfTenThousandJobsDueWithinOneSecond) {
-  constexpr int kJobs = 10'000;
-  std::vector<TestSubscriber*> subs = {&Subscribe("late", 10'000),
-                                       &Subscribe("late", 10'000)};
+  const int kJobs = JobCount();
+  const uint32_t credit = std::min(kJobs, 10'000);
+  std::vector<TestSubscriber*> subs = {
+      &Subscribe("late", credit, kJobs > 20'000),
+      &Subscribe("late", credit, kJobs > 20'000)};
   ASSERT_TRUE(
       Eventually([&] { return client_->StatsOf("late").subscribers() == 2; }));
-  const absl::Time start = absl::Now() + absl::Seconds(2);
+  const absl::Time start =
+      absl::Now() + absl::Seconds(2) + absl::Milliseconds(kJobs / 100);
   for (int b = 0; b < kJobs / 1000; ++b) {
     v1::ScheduleBatchRequest batch;
     for (int i = 0; i < 1000; ++i) {
@@ -66,9 +77,12 @@ TEST_F(DeliveryTest, LatenessOfTenThousandJobsDueWithinOneSecond) {
     auto reply = client_->ScheduleBatch(batch);
     ASSERT_RPC_OK(reply);
   }
-  ASSERT_TRUE(
-      Eventually([&] { return subs[0]->count() + subs[1]->count() >= kJobs; },
-                 absl::Seconds(60)));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return subs[0]->count() + subs[1]->count() >=
+               static_cast<size_t>(kJobs);
+      },
+      absl::Seconds(60) + absl::Milliseconds(kJobs)));
   std::vector<double> ms;
   for (TestSubscriber* sub : subs) {
     for (const Received& r : sub->received()) {
@@ -87,6 +101,7 @@ TEST_F(DeliveryTest, LatenessOfTenThousandJobsDueWithinOneSecond) {
   EXPECT_GE(ms.front(), 0.0);
   EXPECT_LT(pct(0.5), 1000.0);
 
+  if (kJobs != 10'000) return;  // the checks below assume the default
   const std::string metrics = ScrapeMetrics(server_->metrics_address());
   for (const std::string& line :
        {std::string("delayd_jobs_fired_total{topic=\"late\"} 10000"),
