@@ -134,7 +134,11 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
   rocksdb::Status s;
   std::string value;
   for (const Mutation& m : mutations) {
-    if (m.previous_due_ms().has_value()) {
+    // A put that leaves the due entry where it is (a lease, a nack's record
+    // update) writes only the record.
+    const bool due_unchanged = m.kind() == Mutation::Kind::kPut &&
+                               m.previous_due_ms() == m.new_due_ms();
+    if (m.previous_due_ms().has_value() && !due_unchanged) {
       s = batch.Delete(due_cf_,
                        EncodeDueKey(*m.previous_due_ms(), m.topic(), m.id()));
     }
@@ -144,7 +148,7 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
     } else if (s.ok()) {
       m.record().SerializeToString(&value);
       s = batch.Put(jobs_cf_, key, value);
-      if (s.ok() && m.new_due_ms().has_value()) {
+      if (s.ok() && m.new_due_ms().has_value() && !due_unchanged) {
         s = batch.Put(due_cf_, EncodeDueKey(*m.new_due_ms(), m.topic(), m.id()),
                       rocksdb::Slice());
       }

@@ -187,6 +187,8 @@ TYPED_TEST(JobStoreTest, ReplaceMovesTheDueEntryAndFinalStatesLeaveIt) {
   record.mutable_job()->set_state(JOB_STATE_READY);  // Same due, new state.
   this->Put(record, 5000);
   EXPECT_THAT(this->DueEntries(0, kAll), ElementsAre(Pair(5000, "t/job")));
+  this->harness_.Reopen();  // The entry the put left in place is durable.
+  EXPECT_THAT(this->DueEntries(0, kAll), ElementsAre(Pair(5000, "t/job")));
 
   record.mutable_job()->set_state(JOB_STATE_DEAD);
   this->Put(record, 5000);
