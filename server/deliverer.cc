@@ -333,9 +333,10 @@ void Deliverer::Dispatch(const std::string& topic) {
         }
         const JobKey key{topic, id};
         AddLeaseLocked(
-            key, Lease{sub->first, record.delivery_nonce(),
-                       record.job().attempts(), record.lease_expires_at_ms(), 0,
-                       timer::TimerHandle(), false});
+            key,
+            Lease{sub->first, record.delivery_nonce(), record.job().attempts(),
+                  record.lease_expires_at_ms(), 0, timer::TimerHandle(), false,
+                  *mutations[k].new_due_ms()});
         Send& send = sends.emplace_back();
         send.sink = sub->second.sink;
         *send.delivery.mutable_job() = PresentJob(record, now_ms);

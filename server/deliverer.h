@@ -159,6 +159,11 @@ class Deliverer {
     uint64_t seq;  // the lease timer's tag is kLeaseTagBit | seq
     timer::TimerHandle timer;
     bool canceled = false;  // canceled in flight: not counted as in flight
+    // The record's due entry while the lease is current: its fire_at, or
+    // none once canceled in flight (a CANCELED record has none). Nothing
+    // moves a leased job's fire_at (Reschedule refuses IN_FLIGHT, REPLACE
+    // drops the lease), so Ack deletes the record without reading it.
+    int64_t due_ms = 0;
   };
   // How a delivery ended without an ack, for EndDeliveries.
   struct Ending {

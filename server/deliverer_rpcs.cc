@@ -78,35 +78,26 @@ absl::StatusOr<v1::AckResponse> Deliverer::Ack(const v1::AckRequest& req) {
   std::vector<bool> was_live;
   {
     KeyLocks::Guard guard(*d_.locks, hashes);
-    std::vector<size_t> leased;
+    // A token whose lease is current names the stored record exactly (the
+    // lease changes with every change of a delivered record), so the
+    // deletes need no read.
+    std::vector<Mutation> mutations;
     {
       absl::MutexLock lock(&mu_);
       for (size_t i : candidates) {
         auto it = leases_.find(JobKey{tokens[i]->topic, tokens[i]->id});
-        if (it != leases_.end() && it->second.nonce == tokens[i]->nonce &&
-            it->second.attempt == tokens[i]->attempt) {
-          leased.push_back(i);
+        if (it == leases_.end() || it->second.nonce != tokens[i]->nonce ||
+            it->second.attempt != tokens[i]->attempt) {
+          continue;
         }
+        const Lease& lease = it->second;
+        acked.push_back(i);
+        was_live.push_back(!lease.canceled);
+        mutations.push_back(Mutation::Delete(
+            tokens[i]->topic, tokens[i]->id,
+            lease.canceled ? std::nullopt
+                           : std::optional<int64_t>(lease.due_ms)));
       }
-    }
-    std::vector<storage::JobKeyView> views;
-    for (size_t i : leased) views.push_back({tokens[i]->topic, tokens[i]->id});
-    absl::StatusOr<std::vector<std::optional<JobRecord>>> stored =
-        views.empty() ? std::vector<std::optional<JobRecord>>()
-                      : d_.store->MultiGet(views);
-    if (!stored.ok()) return stored.status();
-    std::vector<Mutation> mutations;
-    for (size_t k = 0; k < leased.size(); ++k) {
-      const std::optional<JobRecord>& record = (*stored)[k];
-      const size_t i = leased[k];
-      if (!record || !IsDelivered(*record) ||
-          record->delivery_nonce() != tokens[i]->nonce) {
-        continue;
-      }
-      acked.push_back(i);
-      was_live.push_back(record->job().state() == v1::JOB_STATE_IN_FLIGHT);
-      mutations.push_back(Mutation::Delete(tokens[i]->topic, tokens[i]->id,
-                                           storage::DueIndexEntryOf(*record)));
     }
     if (absl::Status s =
             d_.store->Apply(mutations, storage::Durability::kNoSync);
