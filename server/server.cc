@@ -50,6 +50,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   store_options.sync_mode = config.sync == SyncMode::kAlways
                                 ? storage::SyncMode::kAlways
                                 : storage::SyncMode::kNone;
+  // The compactions RocksDB owes wait until the timers are rebuilt, so that
+  // recovery has both cores (Recover turns them on).
+  store_options.defer_auto_compactions = true;
   absl::StatusOr<std::unique_ptr<storage::RocksDbJobStore>> store =
       storage::RocksDbJobStore::Open(config.data_dir, store_options);
   if (!store.ok()) return store.status();
@@ -84,6 +87,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
 absl::StatusOr<JobService::RecoveryStats> Server::Recover() {
   absl::StatusOr<JobService::RecoveryStats> stats = jobs_->Recover();
   if (!stats.ok()) return stats.status();
+  if (absl::Status s = store_->EnableAutoCompactions(); !s.ok()) {
+    return s;
+  }
   prometheus::Registry& registry = metrics_->registry();
   prometheus::BuildHistogram()
       .Name("delayd_recovery_duration_seconds")
