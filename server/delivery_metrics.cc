@@ -26,6 +26,11 @@ DeliveryMetrics::DeliveryMetrics(prometheus::Registry& registry)
 DeliveryMetrics::DeliveryMetrics(std::shared_ptr<prometheus::Registry> own,
                                  prometheus::Registry& registry)
     : own_registry_(std::move(own)),
+      scheduled_(CounterFamily(
+          registry, "delayd_jobs_scheduled_total",
+          "Jobs created or replaced by Schedule or ScheduleBatch, by topic")),
+      canceled_(CounterFamily(registry, "delayd_jobs_canceled_total",
+                              "Jobs canceled (also in flight), by topic")),
       fired_(CounterFamily(registry, "delayd_jobs_fired_total",
                            "Jobs that fell due and became ready, by topic")),
       delivered_(CounterFamily(registry, "delayd_jobs_delivered_total",
@@ -54,7 +59,8 @@ const DeliveryMetrics::Topic& DeliveryMetrics::For(absl::string_view topic) {
   if (it != topics_.end()) return it->second;
   const std::map<std::string, std::string> labels = {
       {"topic", std::string(topic)}};
-  Topic t{&fired_.Add(labels),       &delivered_.Add(labels),
+  Topic t{&scheduled_.Add(labels),   &canceled_.Add(labels),
+          &fired_.Add(labels),       &delivered_.Add(labels),
           &acked_.Add(labels),       &nacked_.Add(labels),
           &redelivered_.Add(labels), &dead_lettered_.Add(labels)};
   return topics_.try_emplace(std::string(topic), t).first->second;

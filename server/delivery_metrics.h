@@ -1,9 +1,9 @@
 // DeliveryMetrics: the counters of the job flow by topic —
-// delayd_jobs_{fired,delivered,acked,nacked,redelivered,dead_lettered}_total
-// {topic} — and the fire lateness histogram delayd_fire_lateness_seconds
-// (delivery send time minus due time). A topic's counters are created on its
-// first use and cached, so a hot path pays one map lookup per batch and an
-// atomic add. Thread-safe.
+// delayd_jobs_{scheduled,canceled,fired,delivered,acked,nacked,redelivered,
+// dead_lettered}_total{topic} — and the fire lateness histogram
+// delayd_fire_lateness_seconds (delivery send time minus due time). A topic's
+// counters are created on its first use and cached, so a hot path pays one map
+// lookup per batch and an atomic add. Thread-safe.
 #ifndef DELAYD_SERVER_DELIVERY_METRICS_H_
 #define DELAYD_SERVER_DELIVERY_METRICS_H_
 
@@ -24,6 +24,8 @@ class DeliveryMetrics {
  public:
   // One topic's counters. Pointers stay valid for the object's life.
   struct Topic {
+    prometheus::Counter* scheduled;      // created or replaced by Schedule
+    prometheus::Counter* canceled;       // canceled (also in flight)
     prometheus::Counter* fired;          // fell due (moved to the ready queue)
     prometheus::Counter* delivered;      // sent to a subscriber (any attempt)
     prometheus::Counter* acked;          // acked (finished)
@@ -50,6 +52,8 @@ class DeliveryMetrics {
                   prometheus::Registry& registry);
 
   const std::shared_ptr<prometheus::Registry> own_registry_;  // or null
+  prometheus::Family<prometheus::Counter>& scheduled_;
+  prometheus::Family<prometheus::Counter>& canceled_;
   prometheus::Family<prometheus::Counter>& fired_;
   prometheus::Family<prometheus::Counter>& delivered_;
   prometheus::Family<prometheus::Counter>& acked_;

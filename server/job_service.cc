@@ -159,6 +159,8 @@ void JobService::Commit(const Decision& d) {
     timers_.Disarm(hash, check);
     if (d.was_live) topics_.AddLive(topic, -1);
   }
+  if (d.created) metrics_->For(topic).scheduled->Increment();
+  if (d.canceled) metrics_->For(topic).canceled->Increment();
   if (m.kind() == Mutation::Kind::kPut &&
       m.record().job().state() == v1::JOB_STATE_CANCELED) {
     // Canceled in flight: the delivery stands.
@@ -352,6 +354,7 @@ JobService::Decision JobService::DecideCancel(
   }
   d.was_live = IsLive(old.job().state());
   d.was_dead = old.job().state() == v1::JOB_STATE_DEAD;
+  d.canceled = true;
   if (old.job().state() == v1::JOB_STATE_IN_FLIGHT) {
     // The delivery stands (its ack is accepted); the record stays, CANCELED,
     // until that ack or the lease's end removes it.

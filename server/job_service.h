@@ -119,7 +119,8 @@ class JobService {
     std::optional<storage::Mutation> mutation;
     v1::Job job;  // as the reply shows it
     bool created = false;
-    absl::Status status;  // non-OK: refused (nothing to write)
+    bool canceled = false;  // the mutation cancels the job
+    absl::Status status;    // non-OK: refused (nothing to write)
     bool was_live = false;
     bool was_dead = false;
   };

@@ -47,7 +47,36 @@ std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
       "Timers pending in the timing wheel",
       prometheus::MetricType::Gauge,
       {Gauge({}, static_cast<double>(jobs_->timers_pending()))}};
-  return {std::move(jobs), std::move(subscribers), std::move(wheel)};
+  return {std::move(jobs), std::move(subscribers), std::move(wheel),
+          DueWithin()};
+}
+
+prometheus::MetricFamily JobsCollector::DueWithin() const {
+  prometheus::MetricFamily due{
+      "delayd_jobs_due_within",
+      "SCHEDULED jobs due within the window from now, by topic (refreshed "
+      "at most every 10 s)",
+      prometheus::MetricType::Gauge,
+      {}};
+  absl::MutexLock lock(&mu_);
+  if (absl::Now() - due_at_ >= kDueCacheTtl) {
+    absl::StatusOr<v1::GetStatsResponse> stats =
+        jobs_->GetStats(v1::GetStatsRequest());
+    // On a read error the last answer stands (and is retried next scrape).
+    if (stats.ok()) {
+      due_ = *std::move(stats);
+      due_at_ = absl::Now();
+    }
+  }
+  for (const v1::TopicStats& t : due_.topics()) {
+    for (const auto& [window, value] : {std::pair{"1m", t.due_next_minute()},
+                                        std::pair{"1h", t.due_next_hour()},
+                                        std::pair{"1d", t.due_next_day()}}) {
+      due.metric.push_back(Gauge({{"topic", t.topic()}, {"window", window}},
+                                 static_cast<double>(value)));
+    }
+  }
+  return due;
 }
 
 }  // namespace delayd::server

@@ -2,6 +2,7 @@
 // tokens), Nack (retry_after, exponential backoff, max_attempts, dead
 // letters), lease expiry and ExtendLease, Redrive, cancel in flight and
 // REPLACE of a job in flight — by the fake clock.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "server/ack_token.h"
 #include "server/deliverer.h"
 #include "server/delivery_metrics.h"
+#include "server/jobs_collector.h"
 #include "tests/server/deliverer_test_util.h"
 
 namespace delayd::server::testing {
@@ -396,6 +398,46 @@ TEST_F(DelivererTest, MetricsCountTheFlowByTopic) {
   EXPECT_EQ(MetricValue(registry, "delayd_jobs_dead_lettered_total", "m"), 1);
   EXPECT_EQ(MetricValue(registry, "delayd_jobs_acked_total", "m"), 1);
   EXPECT_EQ(MetricValue(registry, "delayd_fire_lateness_seconds"), 3);
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_scheduled_total", "m"), 2);
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_canceled_total", "m"), 0);
+
+  // Scheduled counts creations and replacements, not identical retries;
+  // canceled counts cancels that took effect.
+  MustSchedule("m", "c", 30'000);
+  MustSchedule("m", "c", 30'000);  // identical retry: nothing new
+  ASSERT_OK(service().Schedule(
+      ScheduleReq("m", "c", 45'000, "", v1::IF_EXISTS_REPLACE)));
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_scheduled_total", "m"), 4);
+  ASSERT_OK(service().Cancel(CancelReq("m", "c")));
+  ASSERT_OK(service().Cancel(CancelReq("m", "c")));  // NOT_FOUND
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_canceled_total", "m"), 1);
+}
+
+// delayd_jobs_due_within{topic,window} of a collector over `service`.
+std::map<std::string, double> DueWithin(JobService& service,
+                                        const std::string& topic) {
+  std::map<std::string, double> out;
+  for (const prometheus::MetricFamily& f : JobsCollector(&service).Collect()) {
+    if (f.name != "delayd_jobs_due_within") continue;
+    for (const prometheus::ClientMetric& m : f.metric) {
+      std::map<std::string, std::string> labels;
+      for (const auto& l : m.label) labels[l.name] = l.value;
+      if (labels["topic"] == topic) out[labels["window"]] = m.gauge.value;
+    }
+  }
+  return out;
+}
+
+TEST_F(DelivererTest, DueWithinGaugesCountScheduledJobsByWindow) {
+  service().Start();
+  MustSchedule("w", "soon", 30'000);             // 30 s
+  MustSchedule("w", "later", 30 * 60'000);       // 30 min
+  MustSchedule("w", "tomorrow", 20 * 3600'000);  // 20 h
+  MustSchedule("w", "far", 48 * 3600'000);       // 2 days
+  EXPECT_THAT(
+      DueWithin(service(), "w"),
+      ::testing::ElementsAre(::testing::Pair("1d", 3), ::testing::Pair("1h", 2),
+                             ::testing::Pair("1m", 1)));
 }
 
 }  // namespace
