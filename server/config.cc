@@ -33,6 +33,10 @@ ABSL_FLAG(std::string, sync, "always",
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-progress calls may take before they are "
           "cancelled");
+ABSL_FLAG(absl::Duration, memory_horizon, absl::ZeroDuration(),
+          "keep timers in memory only for jobs due within this much time "
+          "(at least 1s); later ones stay on disk and are loaded as it "
+          "advances. 0: every pending job has a timer in memory");
 
 // Limits on client input (DESIGN's limits table); refusals name the field
 // and the limit.
@@ -166,6 +170,7 @@ absl::StatusOr<Config> ParseConfig(int argc, char** argv) {
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
   config.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   config.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  config.memory_horizon = absl::GetFlag(FLAGS_memory_horizon);
   Limits& limits = config.limits;
   limits.max_topic_bytes = absl::GetFlag(FLAGS_max_topic_bytes);
   limits.max_id_bytes = absl::GetFlag(FLAGS_max_id_bytes);
@@ -203,6 +208,12 @@ absl::StatusOr<Config> ParseConfig(int argc, char** argv) {
   }
   if (config.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--shutdown_grace: must be >= 0");
+  }
+  if (config.memory_horizon != absl::ZeroDuration() &&
+      config.memory_horizon < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--memory_horizon: must be 0 (off) or at least 1s, got ",
+                     absl::FormatDuration(config.memory_horizon)));
   }
   return config;
 }

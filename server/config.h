@@ -32,6 +32,8 @@ struct Config {
   SyncMode sync = SyncMode::kAlways;
   // How long SIGTERM waits for in-progress calls before cancelling them.
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // Timers in memory only for jobs due within this; zero: for all.
+  absl::Duration memory_horizon = absl::ZeroDuration();
   Limits limits;
 };
 

@@ -32,10 +32,15 @@ struct JobKey {
 
 // Wheel tags share one Scheduler between two tag spaces told apart by the
 // top bit: due timers carry a KeyHash (top bit clear), lease timers
-// kLeaseTagBit | a lease sequence number (see Deliverer).
+// kLeaseTagBit | a lease sequence number (see Deliverer; sequence numbers
+// start at 1). kHorizonTag, lease sequence 0, is the memory-horizon
+// loader's own timer (see JobService).
 inline constexpr uint64_t kLeaseTagBit = uint64_t{1} << 63;
+inline constexpr uint64_t kHorizonTag = kLeaseTagBit;
 
-inline bool IsLeaseTag(uint64_t tag) { return (tag & kLeaseTagBit) != 0; }
+inline bool IsLeaseTag(uint64_t tag) {
+  return (tag & kLeaseTagBit) != 0 && tag != kHorizonTag;
+}
 
 // The due-timer tag of a job: a 63-bit hash of its key (top bit clear),
 // stable within one process (not across restarts; nothing persists it).

@@ -18,6 +18,12 @@
 // DEAD counts: Recover reads only the due index; Start runs a background
 // scan of the job records that adds the DEAD jobs (DeadCounter).
 //
+// Memory horizon (SetMemoryHorizon, off by default): only jobs due within
+// the horizon from now have a timer (TimerIndex); the others live only in
+// the store. A loader thread, woken by a timer of its own (kHorizonTag)
+// every quarter of the horizon, moves the horizon on and arms the jobs that
+// came within it from the due index, each well before its due time.
+//
 // Thread-safe. Per-job read-modify-write is serialized by KeyLocks.
 #ifndef DELAYD_SERVER_JOB_SERVICE_H_
 #define DELAYD_SERVER_JOB_SERVICE_H_
@@ -63,6 +69,14 @@ class JobService {
   JobService(const JobService&) = delete;
   JobService& operator=(const JobService&) = delete;
   ~JobService();
+
+  // Keeps timers only for jobs due within `horizon` from now (zero: no
+  // horizon, every job has one). REQUIRES: horizon zero or >= 1 s; called
+  // before Recover.
+  void SetMemoryHorizon(absl::Duration horizon);
+  // The due time up to which jobs have timers; TimerIndex::kNoHorizon
+  // without a horizon.
+  int64_t memory_horizon_ms() const { return timers_.horizon(); }
 
   // Rebuilds the timers and counts from the store's due index. Call once,
   // before Start.
@@ -147,6 +161,13 @@ class JobService {
   void FireLoop();
   void FireBatch(const std::vector<timer::TimerEntry>& all);
 
+  // ---- job_service_horizon.cc ----
+  // How often the loader moves the horizon: a quarter of it, 100 ms-60 s.
+  int64_t HorizonStepMs() const;
+  void HorizonLoop();
+  // Moves the horizon to now + horizon and arms the jobs it passed.
+  void AdvanceHorizon();
+
   // Constant after construction.
   storage::JobStore* const store_;
   timer::Clock* const clock_;
@@ -171,6 +192,12 @@ class JobService {
 
   std::atomic<bool> dead_scan_stop_{false};
   std::thread dead_scan_thread_;
+
+  int64_t horizon_ms_ = 0;  // 0: no memory horizon; set before Recover
+  absl::Mutex horizon_mu_;
+  bool horizon_due_ ABSL_GUARDED_BY(horizon_mu_) = false;
+  bool horizon_stop_ ABSL_GUARDED_BY(horizon_mu_) = false;
+  std::thread horizon_thread_;
 };
 
 }  // namespace delayd::server

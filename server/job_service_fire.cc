@@ -16,6 +16,10 @@ namespace delayd::server {
 absl::StatusOr<JobService::RecoveryStats> JobService::Recover() {
   const absl::Time start = absl::Now();
   const int64_t now_ms = clock_->NowMs();
+  // Jobs beyond the memory horizon are counted but get no timer.
+  const int64_t horizon_end =
+      horizon_ms_ > 0 ? now_ms + horizon_ms_ : TimerIndex::kNoHorizon;
+  timers_.SetHorizon(horizon_end);
   RecoveryStats stats;
   std::vector<TimerIndex::Entry> entries;
   std::string last_topic;
@@ -25,7 +29,10 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover() {
       [&](int64_t due_ms, std::string_view std_topic, std::string_view std_id) {
         const absl::string_view topic = AsAbsl(std_topic);
         const absl::string_view id = AsAbsl(std_id);
-        entries.push_back({due_ms, KeyHash(topic, id), KeyCheck(topic, id)});
+        if (due_ms <= horizon_end) {
+          entries.push_back({due_ms, KeyHash(topic, id), KeyCheck(topic, id)});
+        }
+        ++stats.jobs;
         if (due_ms <= now_ms) ++stats.overdue;
         if (topic != last_topic) {
           if (run > 0) topics_.AddLive(last_topic, run);
@@ -38,7 +45,6 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover() {
   if (!scan.ok()) return scan;
   if (run > 0) topics_.AddLive(last_topic, run);
   timers_.ArmBatch(entries);
-  stats.jobs = static_cast<int64_t>(entries.size());
   stats.duration = absl::Now() - start;
   return stats;
 }
@@ -47,6 +53,10 @@ void JobService::Start() {
   scheduler_.Start();
   fire_thread_ = std::thread(&JobService::FireLoop, this);
   deliverer_->Start();
+  if (horizon_ms_ > 0) {
+    horizon_thread_ = std::thread(&JobService::HorizonLoop, this);
+    scheduler_.Add(clock_->NowMs() + HorizonStepMs(), kHorizonTag);
+  }
   dead_scan_thread_ = std::thread([this] {
     const absl::Time start = absl::Now();
     std::vector<JobKey> canceled;
@@ -73,6 +83,11 @@ void JobService::Stop() {
     fire_stop_ = true;
   }
   if (fire_thread_.joinable()) fire_thread_.join();
+  {
+    absl::MutexLock lock(&horizon_mu_);
+    horizon_stop_ = true;
+  }
+  if (horizon_thread_.joinable()) horizon_thread_.join();
   if (dead_scan_thread_.joinable()) dead_scan_thread_.join();
   deliverer_->Stop();
 }
@@ -117,6 +132,11 @@ void JobService::FireBatch(const std::vector<timer::TimerEntry>& all) {
   std::vector<uint64_t> lease_tags;
   fired.reserve(all.size());
   for (const timer::TimerEntry& e : all) {
+    if (e.tag == kHorizonTag) {
+      absl::MutexLock lock(&horizon_mu_);
+      horizon_due_ = true;
+      continue;
+    }
     if (IsLeaseTag(e.tag)) {
       lease_tags.push_back(e.tag);
     } else {

@@ -47,8 +47,18 @@ std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
       "Timers pending in the timing wheel",
       prometheus::MetricType::Gauge,
       {Gauge({}, static_cast<double>(jobs_->timers_pending()))}};
-  return {std::move(jobs), std::move(subscribers), std::move(wheel),
-          DueWithin()};
+  std::vector<prometheus::MetricFamily> families = {
+      std::move(jobs), std::move(subscribers), std::move(wheel), DueWithin()};
+  if (const int64_t horizon = jobs_->memory_horizon_ms();
+      horizon != TimerIndex::kNoHorizon) {
+    families.push_back(prometheus::MetricFamily{
+        "delayd_memory_horizon_timestamp_seconds",
+        "With --memory_horizon: jobs due up to this unix time have timers in "
+        "memory; later ones wait on disk",
+        prometheus::MetricType::Gauge,
+        {Gauge({}, static_cast<double>(horizon) / 1000)}});
+  }
+  return families;
 }
 
 prometheus::MetricFamily JobsCollector::DueWithin() const {

@@ -1,6 +1,7 @@
 // JobsCollector: gauges read from the JobService when Prometheus scrapes —
 // delayd_jobs{topic,state}, delayd_subscribers{topic},
-// delayd_wheel_entries and delayd_jobs_due_within{topic,window}. Computing
+// delayd_wheel_entries, delayd_jobs_due_within{topic,window} and, with a
+// memory horizon, delayd_memory_horizon_timestamp_seconds. Computing
 // them at scrape time keeps the hot paths free of metric updates.
 //
 // The due-within counts come from GetStats, a scan of the due index over

@@ -37,6 +37,7 @@ Server::Server(const Config& config, std::unique_ptr<Metrics> metrics,
                                          config.limits, &delivery_metrics_)),
       service_(
           std::make_unique<DelayQueueService>(jobs_.get(), &rpc_metrics_)) {
+  jobs_->SetMemoryHorizon(config.memory_horizon);
   metrics_->AddCollectable(std::make_shared<JobsCollector>(jobs_.get()));
 }
 

@@ -16,6 +16,14 @@ void TimerIndex::TrackLocked(uint64_t hash, uint32_t check,
 void TimerIndex::Arm(uint64_t hash, uint32_t check, int64_t due_ms) {
   absl::MutexLock lock(&mu_);
   auto it = slots_.find(hash);
+  if (due_ms > horizon_ms_) {
+    // The loader arms it when the horizon gets there.
+    if (it != slots_.end() && it->second.check == check) {
+      scheduler_->Cancel(timer::TimerHandle::FromRaw(it->second.handle));
+      slots_.erase(it);
+    }
+    return;
+  }
   if (it != slots_.end() && it->second.check == check &&
       scheduler_->Reschedule(timer::TimerHandle::FromRaw(it->second.handle),
                              due_ms)) {
@@ -52,6 +60,33 @@ void TimerIndex::ArmBatch(std::span<const Entry> entries) {
   for (size_t i = 0; i < entries.size(); ++i) {
     if (i + kAhead < entries.size()) slots_.prefetch(entries[i + kAhead].hash);
     TrackLocked(entries[i].hash, entries[i].check, handles[i]);
+  }
+}
+
+int64_t TimerIndex::horizon() const {
+  absl::MutexLock lock(&mu_);
+  return horizon_ms_;
+}
+
+void TimerIndex::SetHorizon(int64_t end_ms) {
+  absl::MutexLock lock(&mu_);
+  horizon_ms_ = end_ms;
+}
+
+void TimerIndex::ArmBatchIfUntracked(std::span<const Entry> entries) {
+  std::vector<timer::TimerEntry> timers;
+  std::vector<const Entry*> added;
+  absl::MutexLock lock(&mu_);
+  for (const Entry& e : entries) {
+    auto it = slots_.find(e.hash);
+    if (it != slots_.end() && it->second.check == e.check) continue;
+    timers.push_back({e.due_ms, e.hash});
+    added.push_back(&e);
+  }
+  if (timers.empty()) return;
+  const std::vector<timer::TimerHandle> handles = scheduler_->AddBatch(timers);
+  for (size_t i = 0; i < added.size(); ++i) {
+    TrackLocked(added[i]->hash, added[i]->check, handles[i]);
   }
 }
 

@@ -10,12 +10,20 @@
 // KeyHash, the second one's timers are untracked (never moved or canceled,
 // only verified on firing) — correct, merely lazier.
 //
+// Memory horizon (optional): only jobs due up to horizon() get a timer; Arm
+// of a later due time drops the key's timer instead, and the horizon loader
+// (JobService) arms those jobs from the due index as the horizon advances.
+// So the rule above becomes: every live job due by horizon() has a timer at
+// or before its due time.
+//
 // Thread-safe. REQUIRES of callers: the KeyLocks stripe of the key is held
-// around each call, so one key's Arm/Disarm/Fired never interleave.
+// around each call, so one key's Arm/Disarm/Fired never interleave (except
+// ArmBatchIfUntracked, which needs no lock).
 #ifndef DELAYD_SERVER_TIMER_INDEX_H_
 #define DELAYD_SERVER_TIMER_INDEX_H_
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -38,15 +46,31 @@ class TimerIndex {
   TimerIndex(const TimerIndex&) = delete;
   TimerIndex& operator=(const TimerIndex&) = delete;
 
+  // No horizon: every live job has a timer.
+  static constexpr int64_t kNoHorizon = std::numeric_limits<int64_t>::max();
+
   // Makes the key's timer fire at due_ms: moves its tracked timer, or adds
-  // one.
+  // one. Beyond the horizon: removes its timer instead.
   void Arm(uint64_t hash, uint32_t check, int64_t due_ms);
   // Cancels the key's tracked timer, if any.
   void Disarm(uint64_t hash, uint32_t check);
   // The key's timer has fired (its job is due): forget the handle.
   void Fired(uint64_t hash, uint32_t check);
-  // Bulk Arm for recovery and the horizon loader (no key has a timer yet).
+  // Bulk Arm for recovery (no key has a timer yet).
   void ArmBatch(std::span<const Entry> entries);
+
+  // The due time up to which jobs have timers (kNoHorizon by default).
+  int64_t horizon() const;
+  // Moves the horizon to `end_ms`. Arm calls that read the new horizon
+  // arm up to it; the caller then arms, with ArmBatchIfUntracked, the due
+  // index between the old and the new horizon as read after this call.
+  void SetHorizon(int64_t end_ms);
+  // For the horizon loader: adds timers for the entries whose key has no
+  // tracked timer. Needs no key lock: an entry read from the due index
+  // before a concurrent change of its job is either skipped (the change
+  // armed the key) or becomes a timer that fires for nothing (the job was
+  // canceled or moved past the horizon); neither breaks the rule above.
+  void ArmBatchIfUntracked(std::span<const Entry> entries);
 
   size_t tracked() const;
 
@@ -64,6 +88,7 @@ class TimerIndex {
   // Hashes shared by two live keys: their timers beyond the first are
   // untracked.
   absl::flat_hash_set<uint64_t> shared_ ABSL_GUARDED_BY(mu_);
+  int64_t horizon_ms_ ABSL_GUARDED_BY(mu_) = kNoHorizon;
 };
 
 }  // namespace delayd::server

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -145,6 +147,48 @@ TEST(ServerTest, BadFlagValueIsRefusedNamingTheFlag) {
       server.status().message().find("--sync: must be 'always' or 'none'"),
       std::string::npos)
       << server.status();
+}
+
+// With a 1 s memory horizon, a job due 3 s ahead starts on disk only and
+// still fires (counted READY, no subscriber) once its time comes, not
+// before. A horizon under 1 s is refused naming the flag.
+TEST(ServerTest, MemoryHorizonLoadsJobsAsItAdvances) {
+  auto refused = DelaydProcess::Start({"--memory-horizon=500ms"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "--memory_horizon: must be 0 (off) or at least 1s"),
+            std::string::npos)
+      << refused.status();
+
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       DelaydProcess::Start({"--memory-horizon=1s"}));
+  auto stub = delayd::v1::DelayQueue::NewStub(server->NewChannel());
+  auto ready = [&] {
+    delayd::v1::GetStatsRequest request;
+    request.set_topic("h");
+    delayd::v1::GetStatsResponse response;
+    grpc::ClientContext context;
+    EXPECT_TRUE(stub->GetStats(&context, request, &response).ok());
+    return response.topics_size() == 1 ? response.topics(0).ready() : 0;
+  };
+  delayd::v1::ScheduleRequest request;
+  request.mutable_job()->set_topic("h");
+  request.mutable_job()->set_id("later");
+  request.mutable_job()->mutable_delay()->set_seconds(3);
+  delayd::v1::ScheduleResponse response;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub->Schedule(&context, request, &response).ok());
+  }
+  const absl::Time due =
+      absl::FromUnixSeconds(response.job().fire_at().seconds()) +
+      absl::Nanoseconds(response.job().fire_at().nanos());
+  while (ready() == 0 && absl::Now() < due + absl::Seconds(30)) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  const absl::Time seen = absl::Now();
+  EXPECT_EQ(ready(), 1u);
+  EXPECT_GE(seen, due);  // never early
 }
 
 TEST(ServerTest, ConfigFileAndEnvironmentAreRead) {
