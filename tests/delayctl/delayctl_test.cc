@@ -250,6 +250,8 @@ TEST_F(DelayctlTest, CancelCancelPrefixAndReschedule) {
   auto canceled = FromJson<v1::CancelResponse>(r.out);
   EXPECT_EQ(canceled.outcome(), v1::CANCEL_OUTCOME_CANCELED);
   EXPECT_EQ(canceled.job().id(), "o-1");
+  r = Ctl({"cancel", "cx", "o-2"});
+  EXPECT_EQ(r.out, "canceled cx/o-2: it will not be delivered\n");
 
   r = Ctl({"cancel", "cx", "o-1", "--json"});
   EXPECT_EQ(r.exit_code, 1);
@@ -260,7 +262,7 @@ TEST_F(DelayctlTest, CancelCancelPrefixAndReschedule) {
 
   r = Ctl({"cancel-prefix", "cx", "o-", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(FromJson<v1::CancelByPrefixResponse>(r.out).canceled(), 2u);
+  EXPECT_EQ(FromJson<v1::CancelByPrefixResponse>(r.out).canceled(), 1u);
   r = Ctl({"cancel-prefix", "cx", "o-"});
   EXPECT_EQ(r.out, "canceled 0 jobs of cx with ids starting 'o-'\n");
 

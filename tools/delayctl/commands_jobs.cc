@@ -270,8 +270,7 @@ Exit Cancel(Session& s, const Args& a) {
   switch (response.outcome()) {
     case v1::CANCEL_OUTCOME_CANCELED:
       if (!s.json()) {
-        s.out() << "canceled " << key << " (was "
-                << StateName(response.job().state()) << ")\n";
+        s.out() << "canceled " << key << ": it will not be delivered\n";
       }
       return Exit::Ok();
     case v1::CANCEL_OUTCOME_CANCELED_IN_FLIGHT:
