@@ -64,6 +64,12 @@ int Fail(const Io& io, int code, absl::string_view message) {
 
 }  // namespace
 
+bool StopsOnSignal(const std::vector<std::string>& args) {
+  absl::StatusOr<Args> head = Parse(CommandSpec(), GlobalFlags(), args, true);
+  return head.ok() && head->consumed() < args.size() &&
+         args[head->consumed()] == "subscribe";
+}
+
 int Run(const std::vector<std::string>& args, const Io& io) {
   const std::vector<FlagSpec> global = GlobalFlags();
   const std::vector<Command> commands = AllCommands();

@@ -39,6 +39,10 @@ struct Io {
 // returns the exit code. Errors go to io.err as one line "delayctl: <what>".
 int Run(const std::vector<std::string>& args, const Io& io);
 
+// Whether `args` run a command that stops cleanly when io.stop is set
+// (subscribe); for the others a SIGINT should simply end the process.
+bool StopsOnSignal(const std::vector<std::string>& args);
+
 }  // namespace delayd::delayctl
 
 #endif  // DELAYD_TOOLS_DELAYCTL_DELAYCTL_H_
