@@ -11,6 +11,9 @@ import sys
 
 # Packages debian:12-slim ships (essential and apt's own dependencies).
 IN_SLIM = {"libc6", "libgcc-s1", "libstdc++6", "zlib1g"}
+# Sanitizer runtimes, linked when the suite runs under ASan/TSan: the image
+# builds without sanitizers.
+SANITIZER_LIBS = re.compile(r"^lib(asan|ubsan|tsan|lsan)\.so")
 
 
 def package_of(path):
@@ -39,6 +42,8 @@ def main(dockerfile, binaries):
         out = subprocess.run(["ldd", binary], capture_output=True, text=True,
                              check=True).stdout
         for lib, path in re.findall(r"^\s*(\S+) => (/\S+)", out, re.M):
+            if SANITIZER_LIBS.match(lib):
+                continue
             pkg = package_of(os.path.realpath(path)) or package_of(path)
             if pkg is None:
                 missing[lib] = "no Debian package owns " + path
