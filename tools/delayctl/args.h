@@ -43,6 +43,8 @@ class Args {
   std::vector<std::string> All(const std::string& flag) const;
   const std::vector<std::string>& positional() const { return positional_; }
   bool help() const { return help_; }
+  // How many tokens of argv were read (with stop_at_positional).
+  size_t consumed() const { return consumed_; }
 
  private:
   friend absl::StatusOr<Args> Parse(const CommandSpec& spec,
@@ -53,10 +55,6 @@ class Args {
   std::vector<std::string> positional_;
   bool help_ = false;
   size_t consumed_ = 0;
-
- public:
-  // How many tokens of argv were read (with stop_at_positional).
-  size_t consumed() const { return consumed_; }
 };
 
 // Parses `argv` against the flags of `spec` plus `global`. With
