@@ -1,7 +1,11 @@
 // End-to-end tests of delayctl: the real `delayctl` binary against the real
 // `delayd`, every command, --json output parsed back into the API's reply
 // messages, exit codes and one-line errors.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -415,6 +419,34 @@ TEST(DelayctlUsageTest, UnreachableServerFailsFastWithOneLine) {
     // Bounded by --timeout (10 s by default), never a hang.
     EXPECT_LT(absl::Now() - start, absl::Seconds(20));
   }
+}
+
+// A server that accepts TCP connections but never speaks HTTP/2 (a hung
+// process, a wrong port behind a load balancer): the call must end at
+// --timeout, not wait for gRPC's 20 s connect timeout or forever.
+TEST(DelayctlUsageTest, SilentServerFailsAtTheTimeout) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 16), 0);  // the kernel completes handshakes; no reply
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string server =
+      absl::StrCat("--server=127.0.0.1:", ntohs(addr.sin_port));
+  for (const char* command : {"stats", "subscribe"}) {
+    const absl::Time start = absl::Now();
+    CliResult r = RunCli({server, "--timeout=2s", command, "t"});
+    const absl::Duration took = absl::Now() - start;
+    EXPECT_EQ(r.exit_code, 3) << command << ": " << r.err;
+    ExpectOneErrorLine(r);
+    EXPECT_THAT(r.err, HasSubstr("within 2s")) << command;
+    EXPECT_GE(took, absl::Seconds(2)) << command;
+    EXPECT_LT(took, absl::Seconds(15)) << command;
+  }
+  close(fd);
 }
 
 TEST(DelayctlUsageTest, BadCommandLinesExitTwoWithOneLine) {
