@@ -12,6 +12,8 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang-format
   python3 python3-grpcio python3-protobuf
+  # deploy checks: promtool, systemd-analyze
+  prometheus systemd
 )
 
 missing=()
