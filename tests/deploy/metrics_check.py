@@ -141,6 +141,8 @@ def main():
         expected = {
             "delayd_rpcs_total": "counter",
             "delayd_rpc_duration_seconds": "histogram",
+            "delayd_jobs_scheduled_total": "counter",
+            "delayd_jobs_canceled_total": "counter",
             "delayd_jobs_fired_total": "counter",
             "delayd_jobs_delivered_total": "counter",
             "delayd_jobs_acked_total": "counter",
@@ -150,6 +152,7 @@ def main():
             "delayd_jobs": "gauge",
             "delayd_subscribers": "gauge",
             "delayd_wheel_entries": "gauge",
+            "delayd_jobs_due_within": "gauge",
             "delayd_fire_lateness_seconds": "histogram",
             "delayd_store_write_duration_seconds": "histogram",
             "delayd_recovery_duration_seconds": "histogram",
@@ -163,6 +166,11 @@ def main():
             if types.get(name) != kind:
                 fail("%s: expected a %s, got %s" % (name, kind, types.get(name)))
         checks = [
+            (value("delayd_jobs_scheduled_total", topic="load.later"), "==", 4),
+            (value("delayd_jobs_canceled_total", topic="load.later"), "==", 1),
+            (value("delayd_jobs_due_within", topic="load.later", window="1m"), "==", 1),
+            (value("delayd_jobs_due_within", topic="load.later", window="1h"), "==", 2),
+            (value("delayd_jobs_due_within", topic="load.later", window="1d"), "==", 3),
             (value("delayd_jobs_fired_total", topic="load.orders"), ">=", 20),
             (value("delayd_jobs_delivered_total", topic="load.orders"), ">=", 20),
             (value("delayd_jobs_acked_total", topic="load.orders"), "==", 20),
