@@ -25,11 +25,13 @@
 
 namespace delayd::timer {
 
+// The fields cancel reads (due_ms, pos, generation) come first: in the 1/4 of
+// 24-byte entries that straddle two cache lines, they share one line in half.
 struct WheelEntry {
   int64_t due_ms;
-  uint64_t tag;
   uint32_t pos;         // in use: index in its slot's array; free: next free
   uint32_t generation;  // odd: in use
+  uint64_t tag;
 };
 static_assert(sizeof(WheelEntry) == 24);
 
