@@ -36,28 +36,12 @@ void EntryPool::AddChunk() {
   chunks_.emplace_back(static_cast<WheelEntry*>(p));
 }
 
-uint32_t EntryPool::Allocate() {
-  uint32_t i;
-  if (free_head_ != kNone) {
-    i = free_head_;
-    free_head_ = (*this)[i].pos;
-    --free_count_;
-  } else {
-    if (high_water_ == kNone) Die("more than 2^32 - 1 entries");
-    if ((high_water_ >> kChunkBits) >= chunks_.size()) AddChunk();
-    i = high_water_++;
-    (*this)[i].generation = 0;
-  }
-  ++(*this)[i].generation;  // even -> odd: in use
+uint32_t EntryPool::AllocateNew() {
+  if (high_water_ == kNone) Die("more than 2^32 - 1 entries");
+  if ((high_water_ >> kChunkBits) >= chunks_.size()) AddChunk();
+  const uint32_t i = high_water_++;
+  (*this)[i].generation = 1;  // in use
   return i;
-}
-
-void EntryPool::Free(uint32_t i) {
-  WheelEntry& e = (*this)[i];
-  ++e.generation;  // odd -> even: free; outstanding handles become stale
-  e.pos = free_head_;
-  free_head_ = i;
-  ++free_count_;
 }
 
 void EntryPool::Reserve(size_t n) {

@@ -36,9 +36,17 @@ void SortByDue(std::vector<TimerEntry>* out, size_t first) {
 TimingWheel::TimingWheel(int64_t now_ms)
     : slots_(kNumSlots),
       now_ms_(now_ms),
-      cur_sec_(FloorDiv(now_ms, kMsPerSec)) {}
+      cur_sec_(FloorDiv(now_ms, kMsPerSec)) {
+  UpdateCoarseFrom();
+}
 
-uint32_t TimingWheel::SlotFor(int64_t due_ms) const {
+inline uint32_t TimingWheel::SlotFor(int64_t due_ms) const {
+  // The common case — due after the open seconds, in a coarse slot — with
+  // unsigned arithmetic (divisions by constants become multiplications).
+  if (coarse_from_ms_ >= 0 && due_ms >= coarse_from_ms_) [[likely]] {
+    const auto sec = static_cast<uint64_t>(due_ms) / kMsPerSec;
+    return kCoarseBase + static_cast<uint32_t>(sec % kCoarseSlots);
+  }
   if (due_ms <= now_ms_) return kOverdueSlot;
   const int64_t sec = FloorDiv(due_ms, kMsPerSec);
   const auto ms = static_cast<uint32_t>(due_ms - sec * kMsPerSec);
@@ -49,7 +57,13 @@ uint32_t TimingWheel::SlotFor(int64_t due_ms) const {
   return kCoarseBase + static_cast<uint32_t>(FloorMod(sec, kCoarseSlots));
 }
 
-void TimingWheel::SetBit(uint32_t slot) {
+void TimingWheel::UpdateCoarseFrom() {
+  const int64_t first = cur_sec_ + (next_open_ ? 2 : 1);
+  constexpr int64_t kMaxSec = std::numeric_limits<int64_t>::max() / kMsPerSec;
+  coarse_from_ms_ = first >= 0 && first <= kMaxSec ? first * kMsPerSec : -1;
+}
+
+inline void TimingWheel::SetBit(uint32_t slot) {
   if (slot >= kCoarseBase) {
     coarse_bits_.Set(slot - kCoarseBase);
   } else if (slot >= kFineBase) {
@@ -58,7 +72,7 @@ void TimingWheel::SetBit(uint32_t slot) {
   }
 }
 
-void TimingWheel::ClearBit(uint32_t slot) {
+inline void TimingWheel::ClearBit(uint32_t slot) {
   if (slot >= kCoarseBase) {
     coarse_bits_.Clear(slot - kCoarseBase);
   } else if (slot >= kFineBase) {
@@ -67,16 +81,16 @@ void TimingWheel::ClearBit(uint32_t slot) {
   }
 }
 
-void TimingWheel::Append(uint32_t slot, uint32_t i) {
-  std::vector<uint32_t>& v = slots_[slot];
+inline void TimingWheel::Append(uint32_t slot, uint32_t i) {
+  SlotArray& v = slots_[slot];
   pool_[i].pos = static_cast<uint32_t>(v.size());
   v.push_back(i);
   if (v.size() == 1) SetBit(slot);
 }
 
-void TimingWheel::Remove(uint32_t i) {
+inline void TimingWheel::Remove(uint32_t i) {
   const uint32_t slot = SlotFor(pool_[i].due_ms);
-  std::vector<uint32_t>& v = slots_[slot];
+  SlotArray& v = slots_[slot];
   const uint32_t pos = pool_[i].pos;
   const uint32_t last = v.back();
   v[pos] = last;
@@ -85,7 +99,7 @@ void TimingWheel::Remove(uint32_t i) {
   if (v.empty()) ClearBit(slot);
 }
 
-void TimingWheel::Place(uint32_t i) {
+inline void TimingWheel::Place(uint32_t i) {
   const int64_t due = pool_[i].due_ms;
   const uint32_t slot = SlotFor(due);
   if (slot == kOverdueSlot &&
@@ -169,11 +183,12 @@ std::vector<TimerEntry> TimingWheel::Advance(int64_t now_ms) {
     OpenCoarse(cur_sec_, cur_bank_);
   }
   now_ms_ = now_ms;
+  UpdateCoarseFrom();
   return out;
 }
 
 void TimingWheel::FireSlot(uint32_t slot, std::vector<TimerEntry>* out) {
-  std::vector<uint32_t>& v = slots_[slot];
+  SlotArray& v = slots_[slot];
   const size_t n = v.size();
   for (size_t k = 0; k < n; ++k) {
     if (k + kPrefetchAhead < n) pool_.Prefetch(v[k + kPrefetchAhead]);
@@ -187,7 +202,7 @@ void TimingWheel::FireSlot(uint32_t slot, std::vector<TimerEntry>* out) {
 }
 
 void TimingWheel::FireOverdue(int64_t now_ms, std::vector<TimerEntry>* out) {
-  std::vector<uint32_t>& v = slots_[kOverdueSlot];
+  SlotArray& v = slots_[kOverdueSlot];
   if (v.empty() || overdue_min_ms_ > now_ms) return;
   const size_t first = out->size();
   int64_t new_min = std::numeric_limits<int64_t>::max();
@@ -225,6 +240,7 @@ bool TimingWheel::OpenNextSecond() {
   if (next_open_) return false;
   OpenCoarse(cur_sec_ + 1, 1 - cur_bank_);
   next_open_ = true;
+  UpdateCoarseFrom();
   return true;
 }
 
@@ -233,7 +249,7 @@ void TimingWheel::OpenCoarse(int64_t sec, int bank) {
   const uint32_t slot =
       kCoarseBase + static_cast<uint32_t>(FloorMod(sec, kCoarseSlots));
   const uint32_t fine = kFineBase + Bank(bank);
-  std::vector<uint32_t>& v = slots_[slot];
+  SlotArray& v = slots_[slot];
   const size_t n = v.size();
   size_t kept = 0;
   for (size_t k = 0; k < n; ++k) {
@@ -268,7 +284,7 @@ void TimingWheel::Sweep(int64_t now_ms, std::vector<TimerEntry>* out) {
     if (c == SlotBitmap<kCoarseSlots>::kNotFound) break;
     ++stats_.coarse_slots_opened;
     const uint32_t slot = kCoarseBase + static_cast<uint32_t>(c);
-    std::vector<uint32_t>& v = slots_[slot];
+    SlotArray& v = slots_[slot];
     const size_t n = v.size();
     size_t kept = 0;
     for (size_t k = 0; k < n; ++k) {
@@ -294,6 +310,7 @@ void TimingWheel::Sweep(int64_t now_ms, std::vector<TimerEntry>* out) {
   SortByDue(out, first);
   cur_sec_ = now_sec;
   now_ms_ = now_ms;
+  UpdateCoarseFrom();
 }
 
 std::optional<int64_t> TimingWheel::NextFineMs() const {
@@ -348,9 +365,7 @@ std::optional<int64_t> TimingWheel::NextWakeMs() const {
 size_t TimingWheel::MemoryBytes() const {
   size_t bytes = sizeof(TimingWheel) + pool_.MemoryBytes() +
                  slots_.capacity() * sizeof(slots_[0]);
-  for (const std::vector<uint32_t>& v : slots_) {
-    bytes += v.capacity() * sizeof(uint32_t);
-  }
+  for (const SlotArray& v : slots_) bytes += v.capacity() * sizeof(uint32_t);
   return bytes;
 }
 

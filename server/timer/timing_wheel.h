@@ -214,6 +214,8 @@ class TimingWheel {
 
   // The slot an entry due at `due_ms` belongs in (see the invariants).
   uint32_t SlotFor(int64_t due_ms) const;
+  // Recomputes coarse_from_ms_ after cur_sec_ or next_open_ changed.
+  void UpdateCoarseFrom();
   void SetBit(uint32_t slot);
   void ClearBit(uint32_t slot);
   // Appends entry `i` to `slot`. REQUIRES: `i` is in no slot.
@@ -238,14 +240,20 @@ class TimingWheel {
   // The first non-empty millisecond of the open seconds, if any.
   std::optional<int64_t> NextFineMs() const;
 
+  using SlotArray = std::vector<uint32_t>;
+
   EntryPool pool_;
-  std::vector<std::vector<uint32_t>> slots_;  // kNumSlots arrays of indices
+  std::vector<SlotArray> slots_;  // kNumSlots arrays of indices
   SlotBitmap<kFineSlots> fine_bits_[2];
   SlotBitmap<kCoarseSlots> coarse_bits_;
   int64_t now_ms_;
   int64_t cur_sec_;         // floor(now_ms_ / 1000)
   int cur_bank_ = 0;        // the fine bank of second cur_sec_
   bool next_open_ = false;  // second cur_sec_ + 1 is in bank 1 - cur_bank_
+  // The start of the first second after the open ones: entries due at or
+  // after it are in coarse slots (SlotFor's fast path); -1 if that start is
+  // negative or beyond int64 (then SlotFor takes the general path).
+  int64_t coarse_from_ms_ = -1;
   // Lower bound on the due times in the overdue slot (if non-empty).
   int64_t overdue_min_ms_ = 0;
   size_t size_ = 0;
