@@ -29,8 +29,8 @@ LeaseKeeper::~LeaseKeeper() { Stop(); }
 void LeaseKeeper::Track(const std::string& token, absl::Time received,
                         absl::Duration lease) {
   absl::MutexLock lock(&mu_);
-  leases_[token] = Lease{received + lease, lease};
-  ++changes_;
+  const Lease& added = leases_[token] = Lease{received + lease, lease};
+  if (RenewAt(added) < next_wake_) ++changes_;
 }
 
 void LeaseKeeper::Untrack(const std::string& token) {
@@ -69,6 +69,7 @@ void LeaseKeeper::Run() {
         token = t;
       }
     }
+    next_wake_ = when;
     if (absl::Now() < when) {
       const uint64_t seen = changes_;
       struct Wake {

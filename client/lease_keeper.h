@@ -67,7 +67,9 @@ class LeaseKeeper {
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Lease> leases_ ABSL_GUARDED_BY(mu_);
-  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by Track / Stop
+  // Bumped by Stop and by a Track that must be renewed before next_wake_.
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time next_wake_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Stats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;

@@ -319,7 +319,9 @@ class Subscriber {
   // Stops cleanly, in this order: no new handler starts (deliveries not yet
   // started are dropped), running handlers finish, their acks and nacks are
   // sent, then the stream ends — so the server redelivers the dropped ones
-  // at once, to other subscribers. Blocks until done; idempotent.
+  // at once, to other subscribers. Blocks until done (the final Ack rpc
+  // included, up to the Client's deadline); idempotent.
+  // REQUIRES: not called from the handler (it waits for the handlers).
   void Stop();
 
   SubscriberStats stats() const;
