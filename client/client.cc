@@ -31,6 +31,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
   // resolver has answered anew, and the DNS resolver answers at most every
   // 30 s by default: a restarted server would stay unseen that long.
   args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, max_ms);
+  // gRPC calls the connect timeout "min reconnect backoff".
+  args.SetInt(
+      GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+      static_cast<int>(std::clamp<int64_t>(
+          absl::ToInt64Milliseconds(options.connect_timeout), 100, 120'000)));
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       options.credentials != nullptr ? options.credentials
                                      : grpc::InsecureChannelCredentials();

@@ -69,8 +69,14 @@ client::ClientOptions ClientTest::Options() const {
   client::ClientOptions options;
   options.target = address_;
   options.default_deadline = absl::Seconds(30);
-  // The channel looks for the restarted server at least every 200 ms.
+  // The channel looks for the restarted server at least every 200 ms, and
+  // gives up on a connection attempt that hangs after 1 s (one made while
+  // the restarted server was coming up sometimes stalled for seconds).
   options.max_reconnect_backoff = absl::Milliseconds(200);
+  options.connect_timeout = absl::Seconds(1);
+  // Calls made just after a restart ride out the reconnection.
+  options.retry.max_attempts = 30;
+  options.retry.max_backoff = absl::Milliseconds(500);
   return options;
 }
 

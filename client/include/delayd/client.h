@@ -88,6 +88,10 @@ struct ClientOptions {
   // 120 s and 30 s, are far too long to notice a restarted server.
   // Default 2 s.
   absl::Duration max_reconnect_backoff = absl::Seconds(2);
+  // How long one connection attempt (TCP and HTTP/2 handshakes) may take
+  // before the channel abandons it and tries again; gRPC's own default is
+  // 20 s. Default 5 s.
+  absl::Duration connect_timeout = absl::Seconds(5);
 };
 
 // Per-call overrides of ClientOptions.
@@ -150,7 +154,8 @@ class Client {
   // Connects lazily: the first call opens the connection.
   explicit Client(ClientOptions options = {});
   // Uses `channel` as it is (its own credentials and arguments);
-  // options.target, credentials and max_reconnect_backoff are ignored.
+  // options.target, credentials, max_reconnect_backoff and connect_timeout
+  // are ignored.
   Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options = {});
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
