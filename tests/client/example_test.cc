@@ -1,0 +1,56 @@
+// Runs client/examples/order_and_heartbeat against a real delayd: the
+// example checks its own outcome (orders A and C closed, B's timeout
+// canceled, the device marked offline once, after its last heartbeat) and
+// exits 0 only then.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/client/client_fixture.h"
+
+namespace delayd::testing {
+namespace {
+
+TEST_F(ClientTest, OrderAndHeartbeatExampleRuns) {
+  const std::string command =
+      std::string(DELAYD_EXAMPLE_PATH) + " --server=" + address_ + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) {
+    output.append(buf, n);
+  }
+  const int status = pclose(pipe);
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+  EXPECT_NE(output.find("order B paid: timeout CANCEL_OUTCOME_CANCELED"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("device sensor-7 is offline"), std::string::npos)
+      << output;
+}
+
+TEST_F(ClientTest, ExampleWithAWrongServerSaysSoAndFails) {
+  StopServer(SIGKILL);
+  const std::string command =
+      std::string(DELAYD_EXAMPLE_PATH) + " --server=" + address_ + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) {
+    output.append(buf, n);
+  }
+  const int status = pclose(pipe);
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << output;
+  EXPECT_NE(output.find("order_and_heartbeat: server"), std::string::npos)
+      << output;
+}
+
+}  // namespace
+}  // namespace delayd::testing
