@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "server/retention.h"
 
 extern char** environ;
 
@@ -33,6 +34,11 @@ ABSL_FLAG(std::string, sync, "always",
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-progress calls may take before they are "
           "cancelled");
+ABSL_FLAG(absl::Duration, retention, absl::ZeroDuration(),
+          "how long acked jobs (as DONE) and canceled jobs (as CANCELED) are "
+          "kept after they finished, visible to GetJob/ListJobs/GetStats and "
+          "answering Cancel (ALREADY_DONE) and Schedule retries, before they "
+          "are deleted; 0: delete at once; at most 8760h (365 days)");
 
 // Limits on client input (DESIGN's limits table); refusals name the field
 // and the limit.
@@ -166,6 +172,7 @@ absl::StatusOr<Config> ParseConfig(int argc, char** argv) {
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
   config.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   config.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  config.retention = absl::GetFlag(FLAGS_retention);
   Limits& limits = config.limits;
   limits.max_topic_bytes = absl::GetFlag(FLAGS_max_topic_bytes);
   limits.max_id_bytes = absl::GetFlag(FLAGS_max_id_bytes);
@@ -203,6 +210,13 @@ absl::StatusOr<Config> ParseConfig(int argc, char** argv) {
   }
   if (config.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--shutdown_grace: must be >= 0");
+  }
+  if (config.retention < absl::ZeroDuration() ||
+      config.retention > Retention::kMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--retention: must be between 0 (off) and ",
+                     absl::FormatDuration(Retention::kMax), " (365 days), got ",
+                     absl::FormatDuration(config.retention)));
   }
   return config;
 }

@@ -32,6 +32,10 @@ struct Config {
   SyncMode sync = SyncMode::kAlways;
   // How long SIGTERM waits for in-progress calls before cancelling them.
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // How long acked (DONE) and canceled (CANCELED) jobs are kept, from the
+  // moment they finished, before they are deleted; 0: deleted at once.
+  // At most Retention::kMax (365 days).
+  absl::Duration retention = absl::ZeroDuration();
   Limits limits;
 };
 

@@ -96,6 +96,7 @@ absl::StatusOr<v1::AckResponse> Deliverer::Ack(const v1::AckRequest& req) {
                       : d_.store->MultiGet(views);
     if (!stored.ok()) return stored.status();
     std::vector<Mutation> mutations;
+    const int64_t now_ms = d_.clock->NowMs();
     for (size_t k = 0; k < leased.size(); ++k) {
       const std::optional<JobRecord>& record = (*stored)[k];
       const size_t i = leased[k];
@@ -105,8 +106,9 @@ absl::StatusOr<v1::AckResponse> Deliverer::Ack(const v1::AckRequest& req) {
       }
       acked.push_back(i);
       was_live.push_back(record->job().state() == v1::JOB_STATE_IN_FLIGHT);
-      mutations.push_back(Mutation::Delete(tokens[i]->topic, tokens[i]->id,
-                                           storage::DueIndexEntryOf(*record)));
+      // Deleted, or kept as DONE under --retention.
+      mutations.push_back(
+          d_.retention->Finish(*record, v1::JOB_STATE_DONE, now_ms));
     }
     if (absl::Status s =
             d_.store->Apply(mutations, storage::Durability::kNoSync);
@@ -123,6 +125,12 @@ absl::StatusOr<v1::AckResponse> Deliverer::Ack(const v1::AckRequest& req) {
     for (size_t k = 0; k < acked.size(); ++k) {
       const AckToken& token = *tokens[acked[k]];
       if (was_live[k]) d_.topics->AddLive(token.topic, -1);
+      d_.dead->NoteChange(
+          token.topic, token.id,
+          was_live[k] ? v1::JOB_STATE_IN_FLIGHT : v1::JOB_STATE_CANCELED,
+          mutations[k].kind() == Mutation::Kind::kPut
+              ? v1::JOB_STATE_DONE
+              : v1::JOB_STATE_UNSPECIFIED);
       d_.timers->Disarm(KeyHash(token.topic, token.id),
                         KeyCheck(token.topic, token.id));
       d_.metrics->For(token.topic).acked->Increment();
