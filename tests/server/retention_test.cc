@@ -2,12 +2,14 @@
 // CANCELED, what Cancel, Schedule, Reschedule, GetJob, ListJobs and GetStats
 // make of them, the Sweeper deleting them when they expire (fake clock), and
 // all of it across a restart. Without retention nothing is kept.
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/jobs_collector.h"
 #include "tests/server/deliverer_test_util.h"
 
 namespace delayd::server::testing {
@@ -364,6 +366,29 @@ TEST_F(RetentionTest, EachSweepPassIsBoundedAndGoesInExpiryOrder) {
   EXPECT_TRUE(ExpiryEntries().empty());
   EXPECT_EQ(sweeper.swept(), 600);
   EXPECT_EQ(Stats("t").canceled(), 0u);
+}
+
+TEST_F(RetentionTest, TheJobsGaugeCountsDoneAndCanceled) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  const v1::Delivery d = Deliver(sub, "a");
+  ASSERT_EQ(AckCode(d.ack_token()), absl::StatusCode::kOk);
+  MustSchedule("t", "b", 1000);
+  ASSERT_OK(service().Cancel(CancelReq("t", "b")));
+  std::map<std::string, double> by_state;
+  for (const prometheus::MetricFamily& family :
+       JobsCollector(&service()).Collect()) {
+    if (family.name != "delayd_jobs") continue;
+    for (const prometheus::ClientMetric& m : family.metric) {
+      std::map<std::string, std::string> labels;
+      for (const auto& label : m.label) labels[label.name] = label.value;
+      if (labels["topic"] == "t") by_state[labels["state"]] = m.gauge.value;
+    }
+  }
+  EXPECT_EQ(by_state["done"], 1);
+  EXPECT_EQ(by_state["canceled"], 1);
+  EXPECT_EQ(by_state["scheduled"], 0);
+  EXPECT_EQ(by_state["dead"], 0);
 }
 
 // Without --retention (DelivererTest's default) nothing is kept.
