@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "server/retention.h"
 
 extern char** environ;
 
@@ -37,6 +38,11 @@ ABSL_FLAG(absl::Duration, memory_horizon, absl::ZeroDuration(),
           "keep timers in memory only for jobs due within this much time "
           "(at least 1s); later ones stay on disk and are loaded as it "
           "advances. 0: every pending job has a timer in memory");
+ABSL_FLAG(absl::Duration, retention, absl::ZeroDuration(),
+          "how long acked jobs (as DONE) and canceled jobs (as CANCELED) are "
+          "kept after they finished, visible to GetJob/ListJobs/GetStats and "
+          "answering Cancel (ALREADY_DONE) and Schedule retries, before they "
+          "are deleted; 0: delete at once; at most 8760h (365 days)");
 
 // Limits on client input (DESIGN's limits table); refusals name the field
 // and the limit.
@@ -171,6 +177,7 @@ absl::StatusOr<Config> ParseConfig(int argc, char** argv) {
   config.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   config.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   config.memory_horizon = absl::GetFlag(FLAGS_memory_horizon);
+  config.retention = absl::GetFlag(FLAGS_retention);
   Limits& limits = config.limits;
   limits.max_topic_bytes = absl::GetFlag(FLAGS_max_topic_bytes);
   limits.max_id_bytes = absl::GetFlag(FLAGS_max_id_bytes);
@@ -214,6 +221,13 @@ absl::StatusOr<Config> ParseConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(
         absl::StrCat("--memory_horizon: must be 0 (off) or at least 1s, got ",
                      absl::FormatDuration(config.memory_horizon)));
+  }
+  if (config.retention < absl::ZeroDuration() ||
+      config.retention > Retention::kMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--retention: must be between 0 (off) and ",
+                     absl::FormatDuration(Retention::kMax), " (365 days), got ",
+                     absl::FormatDuration(config.retention)));
   }
   return config;
 }

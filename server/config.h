@@ -34,6 +34,10 @@ struct Config {
   absl::Duration shutdown_grace = absl::Seconds(10);
   // Timers in memory only for jobs due within this; zero: for all.
   absl::Duration memory_horizon = absl::ZeroDuration();
+  // How long acked (DONE) and canceled (CANCELED) jobs are kept, from the
+  // moment they finished, before they are deleted; 0: deleted at once.
+  // At most Retention::kMax (365 days).
+  absl::Duration retention = absl::ZeroDuration();
   Limits limits;
 };
 

@@ -3,23 +3,65 @@
 #include <string>
 #include <utility>
 
+#include "storage/job_record.h"
+
 namespace delayd::server {
 
-void DeadCounter::Note(absl::string_view topic, absl::string_view id,
-                       int delta) {
+bool DeadCounter::Counted(v1::JobState state) {
+  return state == v1::JOB_STATE_DEAD || state == v1::JOB_STATE_DONE ||
+         state == v1::JOB_STATE_CANCELED;
+}
+
+size_t DeadCounter::Slot(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_STATE_DONE:
+      return 1;
+    case v1::JOB_STATE_CANCELED:
+      return 2;
+    default:
+      return 0;  // DEAD
+  }
+}
+
+void DeadCounter::Add(size_t slot, absl::string_view topic, int64_t delta) {
+  switch (slot) {
+    case 1:
+      topics_->AddDone(topic, delta);
+      break;
+    case 2:
+      topics_->AddCanceled(topic, delta);
+      break;
+    default:
+      topics_->AddDead(topic, delta);
+      break;
+  }
+}
+
+void DeadCounter::Note(v1::JobState state, absl::string_view topic,
+                       absl::string_view id, int delta) {
+  if (!Counted(state)) return;
+  const size_t slot = Slot(state);
   {
     absl::MutexLock lock(&mu_);
     if (tracking_) {
-      first_.try_emplace(JobKey{std::string(topic), std::string(id)}, delta);
+      first_[slot].try_emplace(JobKey{std::string(topic), std::string(id)},
+                               delta);
     }
   }
-  topics_->AddDead(topic, delta);
+  Add(slot, topic, delta);
+}
+
+void DeadCounter::NoteChange(absl::string_view topic, absl::string_view id,
+                             v1::JobState from, v1::JobState to) {
+  if (from == to) return;
+  Note(from, topic, id, -1);
+  Note(to, topic, id, 1);
 }
 
 absl::Status DeadCounter::Scan(const storage::JobStore& store, KeyLocks& locks,
                                const std::atomic<bool>& stop,
                                std::vector<JobKey>& canceled) {
-  absl::flat_hash_map<std::string, int64_t> found;
+  std::array<absl::flat_hash_map<std::string, int64_t>, kStates> found;
   std::vector<std::string> topics;
   absl::Status status = store.ScanTopics([&](std::string_view topic) {
     topics.emplace_back(topic);
@@ -30,33 +72,39 @@ absl::Status DeadCounter::Scan(const storage::JobStore& store, KeyLocks& locks,
     status =
         store.ScanJobs(topic, "", "", [&](const storage::JobRecord& record) {
           const v1::Job& job = record.job();
-          if (job.state() == v1::JOB_STATE_CANCELED) {
+          if (!Counted(job.state())) return !stop;
+          if (job.state() == v1::JOB_STATE_CANCELED &&
+              !storage::IsRetained(record)) {
             canceled.push_back({topic, job.id()});
-          } else if (job.state() == v1::JOB_STATE_DEAD) {
-            // Any write that made it DEAD has been Noted once we hold the
-            // key's lock.
-            KeyLocks::Guard guard(locks, KeyHash(topic, job.id()));
-            absl::MutexLock lock(&mu_);
-            if (first_.try_emplace(JobKey{topic, job.id()}, 0).second) {
-              ++found[topic];
-            }
+          }
+          const size_t slot = Slot(job.state());
+          // Any write that put it in this state has been Noted once we hold
+          // the key's lock.
+          KeyLocks::Guard guard(locks, KeyHash(topic, job.id()));
+          absl::MutexLock lock(&mu_);
+          if (first_[slot].try_emplace(JobKey{topic, job.id()}, 0).second) {
+            ++found[slot][topic];
           }
           return !stop;
         });
   }
   {
     absl::MutexLock lock(&mu_);
-    if (status.ok() && !stop) {
-      for (const auto& [key, delta] : first_) {
-        if (delta < 0) ++found[key.topic];
+    for (size_t slot = 0; slot < kStates; ++slot) {
+      if (status.ok() && !stop) {
+        for (const auto& [key, delta] : first_[slot]) {
+          if (delta < 0) ++found[slot][key.topic];
+        }
+      } else {
+        found[slot].clear();
       }
-    } else {
-      found.clear();
+      first_[slot].clear();
     }
     tracking_ = false;
-    first_.clear();
   }
-  for (const auto& [topic, n] : found) topics_->AddDead(topic, n);
+  for (size_t slot = 0; slot < kStates; ++slot) {
+    for (const auto& [topic, n] : found[slot]) Add(slot, topic, n);
+  }
   return status;
 }
 

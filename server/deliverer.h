@@ -11,11 +11,13 @@
 // Leases live in memory only: key -> {subscriber, nonce, attempt, deadline,
 // lease timer}. The deadline is a timer in the shared Scheduler, tagged
 // kLeaseTagBit | a sequence number; JobService's fire path hands fired lease
-// tags to OnLeaseTimers. A lease ends by Ack (the job is deleted), Nack (retry
-// later or DEAD), expiry or the end of its subscriber's stream (retry at once;
-// DEAD when out of attempts), or a REPLACE of the job (superseded). A lease of
-// a job canceled in flight stands until one of those, and then the record is
-// deleted instead of retried.
+// tags to OnLeaseTimers. A lease ends by Ack (the job is deleted, or kept as
+// DONE under --retention), Nack (retry later or DEAD), expiry or the end of
+// its subscriber's stream (retry at once; DEAD when out of attempts), or a
+// REPLACE of the job (superseded). A lease of a job canceled in flight
+// stands until one of those, and then the record is finished instead of
+// retried: DONE when acked, CANCELED otherwise (kept under --retention,
+// deleted without; Retention::Finish).
 //
 // Restarts: no lease survives one. An IN_FLIGHT record keeps its due entry
 // (at a past time), so it fires at once after Recover; Dispatch treats an
@@ -55,6 +57,7 @@
 #include "server/job_key.h"
 #include "server/key_locks.h"
 #include "server/limits.h"
+#include "server/retention.h"
 #include "server/timer/clock.h"
 #include "server/timer/scheduler.h"
 #include "server/timer_index.h"
@@ -81,6 +84,7 @@ class Deliverer {
     timer::Scheduler* scheduler;
     DeadCounter* dead;
     DeliveryMetrics* metrics;
+    const Retention* retention;
   };
 
   explicit Deliverer(const Deps& deps);
@@ -130,8 +134,9 @@ class Deliverer {
   // token becomes stale) and its subscriber's credit returns.
   void DropLease(absl::string_view topic, absl::string_view id);
 
-  // Deletes the CANCELED records of `keys` that have no lease (left over from
-  // a cancel in flight of an earlier process), on the delivery thread.
+  // Finishes the CANCELED records of `keys` that have no lease and are not
+  // retained (left over from a cancel in flight of an earlier process), on
+  // the delivery thread.
   void RemoveLeftoverCanceled(std::vector<JobKey> keys);
 
   // True when the delivery thread has nothing queued and is not working.

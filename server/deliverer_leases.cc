@@ -57,9 +57,11 @@ absl::StatusOr<std::vector<Deliverer::Ended>> Deliverer::EndDeliveries(
   for (const Ending& e : endings) {
     const std::optional<int64_t> previous = storage::DueIndexEntryOf(e.record);
     if (e.record.job().state() == v1::JOB_STATE_CANCELED) {
-      // Canceled in flight: the delivery has ended, so has the job.
+      // Canceled in flight: the delivery has ended, so has the job (deleted,
+      // or kept as CANCELED under --retention).
       kinds.push_back(Kind::kDeleted);
-      mutations.push_back(Mutation::Delete(e.key.topic, e.key.id, previous));
+      mutations.push_back(
+          d_.retention->Finish(e.record, v1::JOB_STATE_CANCELED, now_ms));
       out.push_back({PresentJob(e.record, now_ms)});
       continue;
     }
@@ -93,8 +95,11 @@ absl::StatusOr<std::vector<Deliverer::Ended>> Deliverer::EndDeliveries(
     const DeliveryMetrics::Topic& metrics = d_.metrics->For(e.key.topic);
     if (e.nacked) metrics.nacked->Increment();
     switch (kinds[i]) {
-      case Kind::kDeleted:
-        break;  // stopped being live when it was canceled
+      case Kind::kDeleted:  // stopped being live when it was canceled
+        if (mutations[i].kind() == Mutation::Kind::kDelete) {
+          d_.dead->Note(v1::JOB_STATE_CANCELED, e.key.topic, e.key.id, -1);
+        }
+        break;
       case Kind::kDead:
         d_.topics->AddLive(e.key.topic, -1);
         d_.dead->Note(e.key.topic, e.key.id, 1);
@@ -231,22 +236,32 @@ void Deliverer::DeleteLeftoverCanceled(const std::vector<JobKey>& keys) {
       return;
     }
     std::vector<Mutation> mutations;
+    std::vector<size_t> finished;  // index into keys
+    const int64_t now_ms = d_.clock->NowMs();
     {
       absl::MutexLock lock(&mu_);
       for (size_t i = begin; i < end; ++i) {
         const std::optional<JobRecord>& record = (*stored)[i - begin];
         if (!record || record->job().state() != v1::JOB_STATE_CANCELED ||
-            leases_.contains(keys[i])) {
+            storage::IsRetained(*record) || leases_.contains(keys[i])) {
           continue;
         }
         mutations.push_back(
-            Mutation::Delete(keys[i].topic, keys[i].id, std::nullopt));
+            d_.retention->Finish(*record, v1::JOB_STATE_CANCELED, now_ms));
+        finished.push_back(i);
       }
     }
     if (absl::Status s =
             d_.store->Apply(mutations, storage::Durability::kNoSync);
         !s.ok()) {
       DELAYD_LOG_ERROR("cannot delete canceled jobs: %s", s.ToString());
+      continue;
+    }
+    for (size_t k = 0; k < finished.size(); ++k) {
+      if (mutations[k].kind() == Mutation::Kind::kDelete) {
+        d_.dead->Note(v1::JOB_STATE_CANCELED, keys[finished[k]].topic,
+                      keys[finished[k]].id, -1);
+      }
     }
   }
 }

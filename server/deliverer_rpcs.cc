@@ -78,9 +78,7 @@ absl::StatusOr<v1::AckResponse> Deliverer::Ack(const v1::AckRequest& req) {
   std::vector<bool> was_live;
   {
     KeyLocks::Guard guard(*d_.locks, hashes);
-    // A token whose lease is current names the stored record exactly (the
-    // lease changes with every change of a delivered record), so the
-    // deletes need no read.
+    std::vector<size_t> leased;  // tokens of current leases
     std::vector<Mutation> mutations;
     {
       absl::MutexLock lock(&mu_);
@@ -90,6 +88,11 @@ absl::StatusOr<v1::AckResponse> Deliverer::Ack(const v1::AckRequest& req) {
             it->second.attempt != tokens[i]->attempt) {
           continue;
         }
+        leased.push_back(i);
+        if (d_.retention->enabled()) continue;  // kept as DONE: read below
+        // Deleted. A current lease names the stored record exactly (the
+        // lease changes with every change of a delivered record), so the
+        // delete needs no read.
         const Lease& lease = it->second;
         acked.push_back(i);
         was_live.push_back(!lease.canceled);
@@ -97,6 +100,28 @@ absl::StatusOr<v1::AckResponse> Deliverer::Ack(const v1::AckRequest& req) {
             tokens[i]->topic, tokens[i]->id,
             lease.canceled ? std::nullopt
                            : std::optional<int64_t>(lease.due_ms)));
+      }
+    }
+    if (d_.retention->enabled() && !leased.empty()) {
+      std::vector<storage::JobKeyView> views;
+      for (size_t i : leased) {
+        views.push_back({tokens[i]->topic, tokens[i]->id});
+      }
+      absl::StatusOr<std::vector<std::optional<JobRecord>>> stored =
+          d_.store->MultiGet(views);
+      if (!stored.ok()) return stored.status();
+      const int64_t now_ms = d_.clock->NowMs();
+      for (size_t k = 0; k < leased.size(); ++k) {
+        const std::optional<JobRecord>& record = (*stored)[k];
+        const size_t i = leased[k];
+        if (!record || !IsDelivered(*record) ||
+            record->delivery_nonce() != tokens[i]->nonce) {
+          continue;
+        }
+        acked.push_back(i);
+        was_live.push_back(record->job().state() == v1::JOB_STATE_IN_FLIGHT);
+        mutations.push_back(
+            d_.retention->Finish(*record, v1::JOB_STATE_DONE, now_ms));
       }
     }
     if (absl::Status s =
@@ -114,6 +139,12 @@ absl::StatusOr<v1::AckResponse> Deliverer::Ack(const v1::AckRequest& req) {
     for (size_t k = 0; k < acked.size(); ++k) {
       const AckToken& token = *tokens[acked[k]];
       if (was_live[k]) d_.topics->AddLive(token.topic, -1);
+      d_.dead->NoteChange(
+          token.topic, token.id,
+          was_live[k] ? v1::JOB_STATE_IN_FLIGHT : v1::JOB_STATE_CANCELED,
+          mutations[k].kind() == Mutation::Kind::kPut
+              ? v1::JOB_STATE_DONE
+              : v1::JOB_STATE_UNSPECIFIED);
       d_.timers->Disarm(KeyHash(token.topic, token.id),
                         KeyCheck(token.topic, token.id));
       d_.metrics->For(token.topic).acked->Increment();

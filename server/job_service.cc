@@ -38,12 +38,17 @@ uint64_t SpecDigest(const v1::JobSpec& spec) {
   return h == 0 ? 1 : h;  // 0 means "unknown" in the record
 }
 
-// A record that still names a job: DONE and CANCELED ones are only kept for
-// --retention (and, CANCELED, for the ack of a delivery in flight).
-bool Exists(const std::optional<JobRecord>& stored) {
-  if (!stored.has_value()) return false;
-  const v1::JobState state = stored->job().state();
-  return state != v1::JOB_STATE_DONE && state != v1::JOB_STATE_CANCELED;
+using storage::ExpiryIndexEntryOf;
+using storage::IsFinished;
+
+// A record of a job that has not finished (live or DEAD).
+bool Unfinished(const std::optional<JobRecord>& stored) {
+  return stored.has_value() && !IsFinished(stored->job().state());
+}
+
+// The state of what is stored; UNSPECIFIED for nothing.
+v1::JobState StateOf(const std::optional<JobRecord>& stored) {
+  return stored.has_value() ? stored->job().state() : v1::JOB_STATE_UNSPECIFIED;
 }
 
 std::string KeyText(absl::string_view topic, absl::string_view id) {
@@ -53,13 +58,15 @@ std::string KeyText(absl::string_view topic, absl::string_view id) {
 }  // namespace
 
 JobService::JobService(storage::JobStore* store, timer::Clock* clock,
-                       const Limits& limits, DeliveryMetrics* metrics)
+                       const Limits& limits, DeliveryMetrics* metrics,
+                       absl::Duration retention)
     : store_(store),
       clock_(clock),
       limits_(limits),
       own_metrics_(metrics == nullptr ? std::make_unique<DeliveryMetrics>()
                                       : nullptr),
       metrics_(metrics == nullptr ? own_metrics_.get() : metrics),
+      retention_(retention),
       scheduler_(clock,
                  [this](std::vector<timer::TimerEntry> fired) {
                    OnFired(std::move(fired));
@@ -68,9 +75,16 @@ JobService::JobService(storage::JobStore* store, timer::Clock* clock,
       dead_(&topics_),
       deliverer_(std::make_unique<Deliverer>(
           Deliverer::Deps{store_, clock_, &limits_, &locks_, &topics_, &timers_,
-                          &scheduler_, &dead_, metrics_})) {}
+                          &scheduler_, &dead_, metrics_, &retention_})),
+      sweeper_(Sweeper::Deps{store_, clock_, &locks_, &dead_, &retention_}) {}
 
 JobService::~JobService() { Stop(); }
+
+bool JobService::Occupied(const std::optional<JobRecord>& stored) const {
+  if (!stored.has_value()) return false;
+  return !IsFinished(stored->job().state()) || storage::IsRetained(*stored) ||
+         retention_.enabled();
+}
 
 absl::StatusOr<JobService::Planned> JobService::Plan(
     absl::string_view field, const v1::ScheduleRequest& req, int64_t now_ms) {
@@ -99,9 +113,8 @@ JobService::Decision JobService::Decide(const Planned& plan,
   const v1::JobSpec& spec = plan.request.job();
   Decision d;
   d.was_live = stored.has_value() && IsLive(stored->job().state());
-  d.was_dead =
-      stored.has_value() && stored->job().state() == v1::JOB_STATE_DEAD;
-  if (Exists(stored)) {
+  d.was = StateOf(stored);
+  if (Occupied(stored)) {
     switch (plan.request.if_exists()) {
       case v1::IF_EXISTS_KEEP:
         d.job = Present(*stored, now_ms);
@@ -110,13 +123,19 @@ JobService::Decision JobService::Decide(const Planned& plan,
         break;
       default:  // FAIL and UNSPECIFIED
         if (stored->spec_digest() == plan.digest) {
-          d.job = Present(*stored, now_ms);  // an identical retry
+          // An identical retry; of a finished job: it does not run again.
+          d.job = Present(*stored, now_ms);
           return d;
         }
         d.status = absl::AlreadyExistsError(absl::StrCat(
             "job: ", KeyText(spec.topic(), spec.id()),
-            " exists with a different spec (if_exists=IF_EXISTS_FAIL; use "
-            "IF_EXISTS_REPLACE or IF_EXISTS_KEEP)"));
+            IsFinished(d.was)
+                ? absl::StrCat(" exists (", v1::JobState_Name(d.was),
+                               ", kept by --retention) with a different spec "
+                               "(if_exists=IF_EXISTS_FAIL; use "
+                               "IF_EXISTS_REPLACE to schedule it again)")
+                : " exists with a different spec (if_exists=IF_EXISTS_FAIL; "
+                  "use IF_EXISTS_REPLACE or IF_EXISTS_KEEP)"));
         return d;
     }
   }
@@ -129,15 +148,17 @@ JobService::Decision JobService::Decide(const Planned& plan,
   *job.mutable_fire_at() = UnixMsToTimestamp(plan.due_ms);
   *job.mutable_retry() = EffectiveRetry(spec.retry());
   job.mutable_labels()->insert(spec.labels().begin(), spec.labels().end());
-  // An upsert keeps the original creation time.
-  *job.mutable_created_at() =
-      Exists(stored) ? stored->job().created_at() : UnixMsToTimestamp(now_ms);
+  // An upsert of an unfinished job keeps the original creation time; a
+  // finished one is scheduled anew.
+  *job.mutable_created_at() = Unfinished(stored) ? stored->job().created_at()
+                                                 : UnixMsToTimestamp(now_ms);
   *job.mutable_updated_at() = UnixMsToTimestamp(now_ms);
   record.set_spec_digest(plan.digest);
   d.job = Present(record, now_ms);
   d.created = true;
-  d.mutation = Mutation::Put(std::move(record),
-                             stored ? DueIndexEntryOf(*stored) : std::nullopt);
+  d.mutation = Mutation::Put(
+      std::move(record), stored ? DueIndexEntryOf(*stored) : std::nullopt,
+      stored ? ExpiryIndexEntryOf(*stored) : std::nullopt);
   return d;
 }
 
@@ -151,7 +172,10 @@ void JobService::Commit(const Decision& d) {
   // Whatever changed, a queued READY entry no longer stands: the job is
   // gone, or waits for its (new) timer.
   if (d.was_live) topics_.RemoveReady(topic, id);
-  if (d.was_dead) dead_.Note(topic, id, -1);
+  dead_.NoteChange(topic, id, d.was,
+                   m.kind() == Mutation::Kind::kPut
+                       ? m.record().job().state()
+                       : v1::JOB_STATE_UNSPECIFIED);
   if (std::optional<int64_t> due = m.new_due_ms(); due.has_value()) {
     timers_.Arm(hash, check, *due);
     if (!d.was_live) topics_.AddLive(topic, 1);
@@ -162,7 +186,8 @@ void JobService::Commit(const Decision& d) {
   if (d.created) metrics_->For(topic).scheduled->Increment();
   if (d.canceled) metrics_->For(topic).canceled->Increment();
   if (m.kind() == Mutation::Kind::kPut &&
-      m.record().job().state() == v1::JOB_STATE_CANCELED) {
+      m.record().job().state() == v1::JOB_STATE_CANCELED &&
+      d.was == v1::JOB_STATE_IN_FLIGHT) {
     // Canceled in flight: the delivery stands.
     deliverer_->OnCanceledInFlight(topic, id);
   } else {
@@ -302,11 +327,18 @@ absl::StatusOr<v1::RescheduleResponse> JobService::Reschedule(
   absl::StatusOr<std::optional<JobRecord>> stored =
       store_->Get(key.topic(), key.id());
   if (!stored.ok()) return stored.status();
-  if (!Exists(*stored)) {
+  if (!Occupied(*stored)) {
     return absl::NotFoundError(
         absl::StrCat("key: no job ", KeyText(key.topic(), key.id())));
   }
   const v1::JobState state = (*stored)->job().state();
+  if (IsFinished(state)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "key: job ", KeyText(key.topic(), key.id()), " is ",
+        v1::JobState_Name(state),
+        " (kept by --retention); Schedule it with IF_EXISTS_REPLACE to run "
+        "it again"));
+  }
   if (state == v1::JOB_STATE_DEAD) {
     return absl::FailedPreconditionError(
         absl::StrCat("key: job ", KeyText(key.topic(), key.id()),
@@ -323,6 +355,7 @@ absl::StatusOr<v1::RescheduleResponse> JobService::Reschedule(
   *record.mutable_job()->mutable_updated_at() = UnixMsToTimestamp(now_ms);
   Decision d;
   d.was_live = true;
+  d.was = state;
   d.job = Present(record, now_ms);
   d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(**stored));
   if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
@@ -332,7 +365,6 @@ absl::StatusOr<v1::RescheduleResponse> JobService::Reschedule(
 }
 
 JobService::Decision JobService::DecideCancel(
-    absl::string_view topic, absl::string_view id,
     const std::optional<JobRecord>& stored, int64_t now_ms,
     v1::CancelResponse& response) {
   Decision d;
@@ -353,19 +385,18 @@ JobService::Decision JobService::DecideCancel(
       break;
   }
   d.was_live = IsLive(old.job().state());
-  d.was_dead = old.job().state() == v1::JOB_STATE_DEAD;
+  d.was = old.job().state();
   d.canceled = true;
   if (old.job().state() == v1::JOB_STATE_IN_FLIGHT) {
     // The delivery stands (its ack is accepted); the record stays, CANCELED,
-    // until that ack or the lease's end removes it.
+    // until that ack or the lease's end finishes it (Retention).
     JobRecord record = old;
     record.mutable_job()->set_state(v1::JOB_STATE_CANCELED);
     *record.mutable_job()->mutable_updated_at() = UnixMsToTimestamp(now_ms);
     d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(old));
     response.set_outcome(v1::CANCEL_OUTCOME_CANCELED_IN_FLIGHT);
   } else {
-    d.mutation = Mutation::Delete(std::string(topic), std::string(id),
-                                  DueIndexEntryOf(old));
+    d.mutation = retention_.Finish(old, v1::JOB_STATE_CANCELED, now_ms);
     response.set_outcome(v1::CANCEL_OUTCOME_CANCELED);
   }
   response.mutable_job()->set_state(v1::JOB_STATE_CANCELED);
@@ -385,8 +416,7 @@ absl::StatusOr<v1::CancelResponse> JobService::Cancel(
       store_->Get(key.topic(), key.id());
   if (!stored.ok()) return stored.status();
   v1::CancelResponse response;
-  const Decision d =
-      DecideCancel(key.topic(), key.id(), *stored, now_ms, response);
+  const Decision d = DecideCancel(*stored, now_ms, response);
   if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
   return response;
 }
@@ -439,8 +469,7 @@ absl::StatusOr<v1::CancelByPrefixResponse> JobService::CancelByPrefix(
       // Only live jobs: a job that died since the scan is left alone.
       if (!(*stored)[i] || !IsLive((*stored)[i]->job().state())) continue;
       v1::CancelResponse ignored;
-      decisions.push_back(
-          DecideCancel(req.topic(), ids[i], (*stored)[i], now_ms, ignored));
+      decisions.push_back(DecideCancel((*stored)[i], now_ms, ignored));
       mutations.push_back(*decisions.back().mutation);
     }
     if (absl::Status s = store_->Apply(mutations, storage::Durability::kSync);

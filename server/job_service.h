@@ -16,7 +16,24 @@
 // Scheduler (tags with kLeaseTagBit) and are handed to the Deliverer.
 //
 // DEAD counts: Recover reads only the due index; Start runs a background
-// scan of the job records that adds the DEAD jobs (DeadCounter).
+// scan of the job records that adds the DEAD jobs (DeadCounter), and the
+// DONE and CANCELED ones.
+//
+// Retention (retention.h): with --retention set, an acked job is kept as
+// DONE and a canceled one as CANCELED, for the retention after it finished;
+// the Sweeper (its own thread) then deletes it. Such a retained job, like a
+// job canceled in flight while retention is on, still takes its id:
+//   * Schedule, IF_EXISTS_FAIL: an identical retry (same spec digest)
+//     returns the finished job, created = false — the retry of a request
+//     whose job already ran does not run it again; a different spec is
+//     ALREADY_EXISTS naming the state. IF_EXISTS_KEEP returns the finished
+//     job. IF_EXISTS_REPLACE schedules a new job (created_at now).
+//   * Reschedule: FAILED_PRECONDITION naming the state.
+//   * Cancel: ALREADY_DONE for DONE; CANCELED again for CANCELED (nothing
+//     written, the expiry not extended).
+// With retention off none of this arises: finished jobs are deleted (a job
+// canceled in flight keeps a CANCELED record until its delivery ends, which
+// Schedule and Reschedule treat as absent, as before).
 //
 // Memory horizon (SetMemoryHorizon, off by default): only jobs due within
 // the horizon from now have a timer (TimerIndex); the others live only in
@@ -39,6 +56,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "delayd/v1/delayd.pb.h"
 #include "server/dead_counter.h"
 #include "server/deliverer.h"
@@ -46,6 +64,8 @@
 #include "server/id_generator.h"
 #include "server/key_locks.h"
 #include "server/limits.h"
+#include "server/retention.h"
+#include "server/sweeper.h"
 #include "server/timer/clock.h"
 #include "server/timer/scheduler.h"
 #include "server/timer_index.h"
@@ -63,9 +83,12 @@ class JobService {
   };
 
   // `store`, `clock` and `metrics` must outlive the service. Without
-  // `metrics` the service counts into a registry of its own.
+  // `metrics` the service counts into a registry of its own. `retention`:
+  // how long finished jobs are kept (0: not at all); REQUIRES: within
+  // [0, Retention::kMax].
   JobService(storage::JobStore* store, timer::Clock* clock,
-             const Limits& limits, DeliveryMetrics* metrics = nullptr);
+             const Limits& limits, DeliveryMetrics* metrics = nullptr,
+             absl::Duration retention = absl::ZeroDuration());
   JobService(const JobService&) = delete;
   JobService& operator=(const JobService&) = delete;
   ~JobService();
@@ -81,8 +104,9 @@ class JobService {
   // Rebuilds the timers and counts from the store's due index. Call once,
   // before Start.
   absl::StatusOr<RecoveryStats> Recover();
-  // Starts the timer, fire and delivery threads, and the background scan
-  // that counts DEAD jobs.
+  // Starts the timer, fire and delivery threads, the sweeper (when there is
+  // anything to sweep), and the background scan that counts DEAD, DONE and
+  // CANCELED jobs.
   void Start();
   // Stops them; pending timers stay unfired. Idempotent.
   void Stop();
@@ -115,6 +139,8 @@ class JobService {
   absl::StatusOr<v1::RedriveResponse> Redrive(const v1::RedriveRequest& req);
 
   Deliverer& deliverer() { return *deliverer_; }
+  Sweeper& sweeper() { return sweeper_; }
+  const Retention& retention() const { return retention_; }
   // True when the fire and delivery threads have nothing queued and are not
   // working (the timer thread may still hold due timers).
   bool IdleForTesting();
@@ -136,7 +162,8 @@ class JobService {
     bool canceled = false;  // the mutation cancels the job
     absl::Status status;    // non-OK: refused (nothing to write)
     bool was_live = false;
-    bool was_dead = false;
+    // The stored record's state; JOB_STATE_UNSPECIFIED when none.
+    v1::JobState was = v1::JOB_STATE_UNSPECIFIED;
   };
 
   absl::StatusOr<Planned> Plan(absl::string_view field,
@@ -145,11 +172,14 @@ class JobService {
                   const std::optional<storage::JobRecord>& stored,
                   int64_t now_ms);
   // Cancel of the stored job; fills response's outcome and job.
-  Decision DecideCancel(absl::string_view topic, absl::string_view id,
-                        const std::optional<storage::JobRecord>& stored,
+  Decision DecideCancel(const std::optional<storage::JobRecord>& stored,
                         int64_t now_ms, v1::CancelResponse& response);
   // After a successful write of `d`: timers and counts.
   void Commit(const Decision& d);
+  // Whether the stored record takes its id for Schedule and Reschedule: a
+  // live or DEAD job, a retained one, or (with retention on) a job canceled
+  // in flight.
+  bool Occupied(const std::optional<storage::JobRecord>& stored) const;
   // Writes d's mutation, if any, synced; then Commit. On a write error
   // nothing changed.
   absl::Status WriteAndCommit(const Decision& d);
@@ -174,6 +204,7 @@ class JobService {
   const Limits limits_;
   std::unique_ptr<DeliveryMetrics> own_metrics_;  // when none was given
   DeliveryMetrics* const metrics_;
+  const Retention retention_;
 
   IdGenerator ids_;
   KeyLocks locks_;
@@ -182,6 +213,7 @@ class JobService {
   TimerIndex timers_;
   DeadCounter dead_;
   std::unique_ptr<Deliverer> deliverer_;
+  Sweeper sweeper_;
 
   absl::Mutex fire_mu_;
   std::deque<std::vector<timer::TimerEntry>> fire_queue_

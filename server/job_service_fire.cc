@@ -57,19 +57,23 @@ void JobService::Start() {
     horizon_thread_ = std::thread(&JobService::HorizonLoop, this);
     scheduler_.Add(clock_->NowMs() + HorizonStepMs(), kHorizonTag);
   }
+  sweeper_.Start();
   dead_scan_thread_ = std::thread([this] {
     const absl::Time start = absl::Now();
     std::vector<JobKey> canceled;
     if (absl::Status s = dead_.Scan(*store_, locks_, dead_scan_stop_, canceled);
         !s.ok()) {
-      DELAYD_LOG_ERROR("counting DEAD jobs: %s", s.ToString());
+      DELAYD_LOG_ERROR("counting DEAD, DONE and CANCELED jobs: %s",
+                       s.ToString());
       return;
     }
     if (dead_scan_stop_) return;
     if (const absl::Duration took = absl::Now() - start;
         took > absl::Seconds(1) || !canceled.empty()) {
-      DELAYD_LOG_INFO("counted DEAD jobs in %s; %d canceled records left over",
-                      absl::FormatDuration(took), canceled.size());
+      DELAYD_LOG_INFO(
+          "counted DEAD, DONE and CANCELED jobs in %s; %d canceled records "
+          "left over",
+          absl::FormatDuration(took), canceled.size());
     }
     deliverer_->RemoveLeftoverCanceled(std::move(canceled));
   });
@@ -89,6 +93,7 @@ void JobService::Stop() {
   }
   if (horizon_thread_.joinable()) horizon_thread_.join();
   if (dead_scan_thread_.joinable()) dead_scan_thread_.join();
+  sweeper_.Stop();
   deliverer_->Stop();
 }
 

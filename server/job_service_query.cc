@@ -163,9 +163,12 @@ absl::StatusOr<v1::GetStatsResponse> JobService::GetStats(
     stats->set_scheduled(std::max<int64_t>(0, counts.scheduled()));
     stats->set_ready(counts.ready);
     stats->set_in_flight(counts.in_flight);
-    // Recover rebuilds counts from the due index, which holds no DEAD jobs:
-    // after a restart, canceling or replacing a DEAD job must not wrap this.
+    // Recover rebuilds counts from the due index, which holds no DEAD, DONE
+    // or CANCELED jobs: after a restart, until the background scan has
+    // counted them, canceling or replacing one must not wrap these.
     stats->set_dead(std::max<int64_t>(0, counts.dead));
+    stats->set_done(std::max<int64_t>(0, counts.done));
+    stats->set_canceled(std::max<int64_t>(0, counts.canceled));
     stats->set_subscribers(
         static_cast<uint32_t>(std::max<int64_t>(0, counts.subscribers)));
     if (auto it = due.find(topic); it != due.end()) {

@@ -66,7 +66,7 @@ absl::StatusOr<v1::RedriveResponse> JobService::Redrive(
       *job.mutable_updated_at() = storage::UnixMsToTimestamp(now_ms);
       record.set_lease_expires_at_ms(0);
       Decision& d = decisions.emplace_back();
-      d.was_dead = true;
+      d.was = v1::JOB_STATE_DEAD;
       d.mutation = storage::Mutation::Put(std::move(record),
                                           storage::DueIndexEntryOf(*old));
       mutations.push_back(*d.mutation);

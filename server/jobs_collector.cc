@@ -32,12 +32,15 @@ std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
     const TopicTable::Counts c = topics.CountsOf(topic);
     subscribers.metric.push_back(
         Gauge({{"topic", topic}}, static_cast<double>(c.subscribers)));
-    // DEAD counts may dip below zero briefly after a restart, until the
-    // background scan has counted the DEAD jobs (see DeadCounter).
+    // DEAD, DONE and CANCELED counts may dip below zero briefly after a
+    // restart, until the background scan has counted those jobs (see
+    // DeadCounter).
     for (const auto& [state, value] :
          {std::pair{"scheduled", c.scheduled()}, std::pair{"ready", c.ready},
           std::pair{"in_flight", c.in_flight},
-          std::pair{"dead", std::max<int64_t>(0, c.dead)}}) {
+          std::pair{"dead", std::max<int64_t>(0, c.dead)},
+          std::pair{"done", std::max<int64_t>(0, c.done)},
+          std::pair{"canceled", std::max<int64_t>(0, c.canceled)}}) {
       jobs.metric.push_back(Gauge({{"topic", topic}, {"state", state}},
                                   static_cast<double>(value)));
     }

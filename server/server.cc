@@ -34,7 +34,8 @@ Server::Server(const Config& config, std::unique_ptr<Metrics> metrics,
       rpc_metrics_(metrics_->registry()),
       delivery_metrics_(metrics_->registry()),
       jobs_(std::make_unique<JobService>(&instrumented_store_, &clock_,
-                                         config.limits, &delivery_metrics_)),
+                                         config.limits, &delivery_metrics_,
+                                         config.retention)),
       service_(
           std::make_unique<DelayQueueService>(jobs_.get(), &rpc_metrics_)) {
   jobs_->SetMemoryHorizon(config.memory_horizon);

@@ -20,6 +20,16 @@ void TopicTable::AddDead(absl::string_view topic, int64_t delta) {
   GetLocked(topic).counts.dead += delta;
 }
 
+void TopicTable::AddDone(absl::string_view topic, int64_t delta) {
+  absl::MutexLock lock(&mu_);
+  GetLocked(topic).counts.done += delta;
+}
+
+void TopicTable::AddCanceled(absl::string_view topic, int64_t delta) {
+  absl::MutexLock lock(&mu_);
+  GetLocked(topic).counts.canceled += delta;
+}
+
 void TopicTable::AddInFlight(absl::string_view topic, int64_t delta) {
   absl::MutexLock lock(&mu_);
   GetLocked(topic).counts.in_flight += delta;

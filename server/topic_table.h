@@ -1,7 +1,8 @@
 // TopicTable: what the server keeps in memory per topic — how many live jobs
 // it has, the READY jobs waiting for a subscriber (in the order they fell
-// due), and how many are DEAD. Only READY jobs cost their key strings here;
-// SCHEDULED ones are counted, not held.
+// due), and how many are DEAD, DONE and CANCELED (records kept without a due
+// entry; DeadCounter keeps these three right across a restart). Only READY jobs
+// cost their key strings here; SCHEDULED ones are counted, not held.
 //
 // The counts are exact for this process's view: a job counts as ready from
 // the moment its timer fired until it is taken for delivery (PopReady),
@@ -31,6 +32,10 @@ class TopicTable {
     int64_t ready = 0;
     int64_t in_flight = 0;
     int64_t dead = 0;
+    // Records kept in state DONE (acked, under --retention) and CANCELED
+    // (canceled in flight until the delivery ends, or under --retention).
+    int64_t done = 0;
+    int64_t canceled = 0;
     int64_t subscribers = 0;
     int64_t scheduled() const { return live - ready - in_flight; }
   };
@@ -42,6 +47,8 @@ class TopicTable {
   // A job of `topic` became live (+1) or stopped being live (-1).
   void AddLive(absl::string_view topic, int64_t delta);
   void AddDead(absl::string_view topic, int64_t delta);
+  void AddDone(absl::string_view topic, int64_t delta);
+  void AddCanceled(absl::string_view topic, int64_t delta);
   void AddInFlight(absl::string_view topic, int64_t delta);
   void AddSubscribers(absl::string_view topic, int64_t delta);
 

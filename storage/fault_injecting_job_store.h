@@ -51,6 +51,10 @@ class FaultInjectingJobStore final : public JobStore {
                        DueVisitor visitor) const override {
     return target_.ScanDue(from_ms, to_ms, visitor);
   }
+  absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
+                          DueVisitor visitor) const override {
+    return target_.ScanExpiry(from_ms, to_ms, visitor);
+  }
   absl::Status ScanJobs(std::string_view topic, std::string_view id_prefix,
                         std::string_view start_after_id,
                         JobVisitor visitor) const override {

@@ -24,6 +24,9 @@ absl::Status InMemoryJobStore::Apply(std::span<const Mutation> mutations,
     if (m.previous_due_ms().has_value()) {
       due_.erase(EncodeDueKey(*m.previous_due_ms(), m.topic(), m.id()));
     }
+    if (m.previous_expiry_ms().has_value()) {
+      expiry_.erase(EncodeDueKey(*m.previous_expiry_ms(), m.topic(), m.id()));
+    }
     std::string key = EncodeJobKey(m.topic(), m.id());
     if (m.kind() == Mutation::Kind::kDelete) {
       jobs_.erase(key);
@@ -32,6 +35,9 @@ absl::Status InMemoryJobStore::Apply(std::span<const Mutation> mutations,
     jobs_[std::move(key)] = m.record().SerializeAsString();
     if (m.new_due_ms().has_value()) {
       due_.insert(EncodeDueKey(*m.new_due_ms(), m.topic(), m.id()));
+    }
+    if (m.new_expiry_ms().has_value()) {
+      expiry_.insert(EncodeDueKey(*m.new_expiry_ms(), m.topic(), m.id()));
     }
   }
   counters_.RecordWrite(true, durability == Durability::kSync, mutations.size(),
@@ -69,12 +75,24 @@ InMemoryJobStore::MultiGet(std::span<const JobKeyView> keys) const {
 
 absl::Status InMemoryJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
                                        DueVisitor visitor) const {
+  return ScanIndex(false, from_ms, to_ms, visitor);
+}
+
+absl::Status InMemoryJobStore::ScanExpiry(int64_t from_ms, int64_t to_ms,
+                                          DueVisitor visitor) const {
+  return ScanIndex(true, from_ms, to_ms, visitor);
+}
+
+absl::Status InMemoryJobStore::ScanIndex(bool expiry, int64_t from_ms,
+                                         int64_t to_ms,
+                                         DueVisitor visitor) const {
   const std::string begin = EncodeDueTime(from_ms);
   const std::string end = EncodeDueTime(to_ms);
   std::vector<std::string> keys;
   {
     absl::ReaderMutexLock lock(&mu_);
-    for (auto it = due_.lower_bound(begin); it != due_.end() && *it < end;
+    const std::set<std::string, std::less<>>& index = expiry ? expiry_ : due_;
+    for (auto it = index.lower_bound(begin); it != index.end() && *it < end;
          ++it) {
       keys.push_back(*it);
     }

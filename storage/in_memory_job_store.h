@@ -1,12 +1,13 @@
-// InMemoryJobStore: a JobStore held in two ordered maps, for tests of the
+// InMemoryJobStore: a JobStore held in ordered maps, for tests of the
 // server logic. It uses the same key codec and keeps records serialized,
 // decoding them on every read like RocksDbJobStore, so ordering, round trips
 // and corrupt-record errors behave alike. Unlike RocksDbJobStore it always
-// checks Apply's previous_due_ms precondition, to catch server bugs early.
+// checks Apply's previous_due_ms and previous_expiry_ms precondition, to
+// catch server bugs early.
 // Durability is ignored (nothing survives the object); write errors never
 // happen (wrap it in a FaultInjectingJobStore for those).
 //
-// Thread-safe: one mutex guards both maps. Scans copy the matching range
+// Thread-safe: one mutex guards the maps. Scans copy the matching range
 // under the lock, then visit without it (so visitors may call the store).
 #ifndef DELAYD_STORAGE_IN_MEMORY_JOB_STORE_H_
 #define DELAYD_STORAGE_IN_MEMORY_JOB_STORE_H_
@@ -36,6 +37,8 @@ class InMemoryJobStore final : public JobStore {
       std::span<const JobKeyView> keys) const override;
   absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
                        DueVisitor visitor) const override;
+  absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
+                          DueVisitor visitor) const override;
   absl::Status ScanJobs(std::string_view topic, std::string_view id_prefix,
                         std::string_view start_after_id,
                         JobVisitor visitor) const override;
@@ -51,12 +54,17 @@ class InMemoryJobStore final : public JobStore {
  private:
   absl::StatusOr<std::optional<JobRecord>> GetLocked(JobKeyView key) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // ScanDue (expiry false) or ScanExpiry (true).
+  absl::Status ScanIndex(bool expiry, int64_t from_ms, int64_t to_ms,
+                         DueVisitor visitor) const ABSL_LOCKS_EXCLUDED(mu_);
 
   mutable absl::Mutex mu_;
   // EncodeJobKey(topic, id) -> serialized JobRecord.
   std::map<std::string, std::string, std::less<>> jobs_ ABSL_GUARDED_BY(mu_);
   // EncodeDueKey(due_ms, topic, id).
   std::set<std::string, std::less<>> due_ ABSL_GUARDED_BY(mu_);
+  // EncodeDueKey(expires_at_ms, topic, id).
+  std::set<std::string, std::less<>> expiry_ ABSL_GUARDED_BY(mu_);
   StoreCounters counters_;
 };
 

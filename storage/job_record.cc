@@ -25,6 +25,15 @@ bool IsLive(delayd::v1::JobState state) {
   }
 }
 
+bool IsFinished(delayd::v1::JobState state) {
+  return state == delayd::v1::JOB_STATE_DONE ||
+         state == delayd::v1::JOB_STATE_CANCELED;
+}
+
+bool IsRetained(const JobRecord& record) {
+  return IsFinished(record.job().state()) && record.expires_at_ms() > 0;
+}
+
 int64_t TimestampToUnixMs(const google::protobuf::Timestamp& ts) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
@@ -51,6 +60,11 @@ google::protobuf::Timestamp UnixMsToTimestamp(int64_t unix_ms) {
 std::optional<int64_t> DueIndexEntryOf(const JobRecord& record) {
   if (!IsLive(record.job().state())) return std::nullopt;
   return ClampDueMs(TimestampToUnixMs(record.job().fire_at()));
+}
+
+std::optional<int64_t> ExpiryIndexEntryOf(const JobRecord& record) {
+  if (!IsRetained(record)) return std::nullopt;
+  return record.expires_at_ms();
 }
 
 absl::StatusOr<JobRecord> ParseJobRecord(JobKeyView key,

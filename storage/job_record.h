@@ -22,11 +22,19 @@ inline constexpr uint32_t kJobRecordFormatVersion = 1;
 
 // The StoreMeta.layout_version this code writes and the newest it opens
 // (column families and key layout, storage/key_codec.h).
-inline constexpr uint32_t kStoreLayoutVersion = 1;
+// History: job_record.proto.
+inline constexpr uint32_t kStoreLayoutVersion = 2;
 
 // SCHEDULED, READY and IN_FLIGHT jobs are live: they have a due index entry.
 // DEAD, DONE and CANCELED (and UNSPECIFIED) ones do not.
 bool IsLive(delayd::v1::JobState state);
+
+// DONE and CANCELED jobs are finished: they never fire again. A finished
+// record is retained (kept until it expires, with an expiry index entry)
+// when its expires_at_ms is set; a CANCELED record without it is a job
+// canceled in flight whose delivery has not ended.
+bool IsFinished(delayd::v1::JobState state);
+bool IsRetained(const JobRecord& record);
 
 // Unix milliseconds of a timestamp, sub-millisecond part truncated (floor),
 // saturated at the int64 range.
@@ -39,6 +47,11 @@ google::protobuf::Timestamp UnixMsToTimestamp(int64_t unix_ms);
 // ms) when the job is live, nullopt otherwise. This is the value a caller
 // passes as a Mutation's previous_due_ms for the record currently stored.
 std::optional<int64_t> DueIndexEntryOf(const JobRecord& record);
+
+// The expiry index entry the store keeps for `record`: its expires_at_ms
+// when it is retained, nullopt otherwise. The value a caller passes as a
+// Mutation's previous_expiry_ms for the record currently stored.
+std::optional<int64_t> ExpiryIndexEntryOf(const JobRecord& record);
 
 // Decodes the value stored under job key (topic, id). Errors name the key:
 //   DATA_LOSS: not a JobRecord, format_version missing, or the record names

@@ -1,6 +1,7 @@
 // JobStore: the narrow interface between the server and durable job state.
-// Two column-family-like spaces: job records by (topic, id), and the due
-// index of live jobs by (due_ms, topic, id) — layout in key_codec.h, record
+// Three column-family-like spaces: job records by (topic, id), the due index
+// of live jobs by (due_ms, topic, id), and the expiry index of retained
+// finished jobs by (expires_at_ms, topic, id) — layout in key_codec.h, record
 // format in job_record.proto.
 //
 // Implementations: RocksDbJobStore (durable), InMemoryJobStore (tests),
@@ -9,7 +10,9 @@
 //
 // Invariant kept by every implementation, given Apply's preconditions: the
 // due index holds exactly one entry per live (SCHEDULED, READY, IN_FLIGHT)
-// record, at DueIndexEntryOf(record), and none for other records.
+// record, at DueIndexEntryOf(record), and none for other records; the expiry
+// index holds exactly one entry per retained record (IsRetained), at
+// ExpiryIndexEntryOf(record), and none for other records.
 #ifndef DELAYD_STORAGE_JOB_STORE_H_
 #define DELAYD_STORAGE_JOB_STORE_H_
 
@@ -59,11 +62,12 @@ class JobStore {
   //
   // REQUIRES: no two mutations name the same job.
   // REQUIRES: each mutation's previous_due_ms is DueIndexEntryOf(the record
-  //   stored for its job when Apply runs), nullopt when none is stored. The
-  //   caller has read that record, and serializes read-modify-Apply per job
-  //   (no other Apply for the same job in between). A wrong value leaves a
-  //   stale due entry behind. InMemoryJobStore always checks this (and
-  //   answers FAILED_PRECONDITION), RocksDbJobStore only when
+  //   stored for its job when Apply runs), and its previous_expiry_ms is
+  //   ExpiryIndexEntryOf(it), nullopt when none is stored. The caller has
+  //   read that record, and serializes read-modify-Apply per job (no other
+  //   Apply for the same job in between). A wrong value leaves a stale index
+  //   entry behind. InMemoryJobStore always checks this (and answers
+  //   FAILED_PRECONDITION), RocksDbJobStore only when
   //   Options::verify_previous_due is set.
   //
   // Errors: INVALID_ARGUMENT (a mutation is malformed, see
@@ -95,6 +99,12 @@ class JobStore {
   // malformed due key, named), UNAVAILABLE.
   virtual absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
                                DueVisitor visitor) const = 0;
+
+  // Visits the expiry entries with from_ms <= expires_at_ms < to_ms (both
+  // clamped to >= 0), in (expires_at_ms, topic, id) order, like ScanDue.
+  // The visitor's first argument is the expiry time.
+  virtual absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
+                                  DueVisitor visitor) const = 0;
 
   // Visits the records of `topic` whose id starts with id_prefix (empty: the
   // whole topic) and is greater than start_after_id (empty: from the first

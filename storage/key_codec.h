@@ -1,14 +1,15 @@
 // The key layout of delayd's RocksDB store, and the functions that encode and
 // decode its keys. Pure functions; thread-safe.
 //
-// Layout version 1 (kStoreLayoutVersion in job_record.h; bump it on any
-// change here, see storage/job_record.proto):
+// Layout version 2 (kStoreLayoutVersion in job_record.h; bump it on any
+// change here, see storage/job_record.proto; version 1 had no `expiry`):
 //
 //   column family   key                                   value
 //   -------------   -----------------------------------   ----------------
 //   default         "delayd.meta"                         StoreMeta
 //   jobs            topic '\0' id                         JobRecord
 //   due             be64(due_ms) topic '\0' id            empty
+//   expiry          be64(expires_at_ms) topic '\0' id     empty
 //
 // * topic is 1-128 bytes of [A-Za-z0-9._:-] and id is UTF-8 without control
 //   characters, so neither contains '\0' and the first '\0' splits a key
@@ -22,6 +23,10 @@
 //   1970) is stored as 0: such a job is overdue and fires at once, and it
 //   sorts before every later due entry. Encode and every caller that derives
 //   a due time from a record (DueIndexEntryOf) clamp the same way.
+// * expiry keys are encoded exactly like due keys (EncodeDueKey,
+//   DecodeDueKey), with the time a retained DONE or CANCELED record expires
+//   (> 0): the sweeper finds expired records in expiry order without
+//   reading any record, and recovery's scan of `due` never meets them.
 #ifndef DELAYD_STORAGE_KEY_CODEC_H_
 #define DELAYD_STORAGE_KEY_CODEC_H_
 
@@ -36,6 +41,7 @@ namespace delayd::storage {
 // Column family names and the meta key.
 inline constexpr char kJobsColumnFamily[] = "jobs";
 inline constexpr char kDueColumnFamily[] = "due";
+inline constexpr char kExpiryColumnFamily[] = "expiry";
 inline constexpr char kMetaKey[] = "delayd.meta";
 
 // Size of the big-endian due time that prefixes a due key.

@@ -15,30 +15,35 @@ std::string DueForMessage(int64_t due_ms) {
 }  // namespace
 
 Mutation::Mutation(Kind kind, JobRecord record, std::string topic,
-                   std::string id, std::optional<int64_t> previous_due_ms)
+                   std::string id, std::optional<int64_t> previous_due_ms,
+                   std::optional<int64_t> previous_expiry_ms)
     : kind_(kind),
       record_(std::move(record)),
       topic_(std::move(topic)),
       id_(std::move(id)),
-      previous_due_ms_(previous_due_ms) {
+      previous_due_ms_(previous_due_ms),
+      previous_expiry_ms_(previous_expiry_ms) {
   if (previous_due_ms_.has_value()) {
     previous_due_ms_ = ClampDueMs(*previous_due_ms_);
   }
   if (kind_ == Kind::kPut) {
     record_.set_format_version(kJobRecordFormatVersion);
     new_due_ms_ = DueIndexEntryOf(record_);
+    new_expiry_ms_ = ExpiryIndexEntryOf(record_);
   }
 }
 
-Mutation Mutation::Put(JobRecord record,
-                       std::optional<int64_t> previous_due_ms) {
-  return Mutation(Kind::kPut, std::move(record), "", "", previous_due_ms);
+Mutation Mutation::Put(JobRecord record, std::optional<int64_t> previous_due_ms,
+                       std::optional<int64_t> previous_expiry_ms) {
+  return Mutation(Kind::kPut, std::move(record), "", "", previous_due_ms,
+                  previous_expiry_ms);
 }
 
 Mutation Mutation::Delete(std::string topic, std::string id,
-                          std::optional<int64_t> previous_due_ms) {
+                          std::optional<int64_t> previous_due_ms,
+                          std::optional<int64_t> previous_expiry_ms) {
   return Mutation(Kind::kDelete, JobRecord(), std::move(topic), std::move(id),
-                  previous_due_ms);
+                  previous_due_ms, previous_expiry_ms);
 }
 
 std::string_view Mutation::topic() const {
@@ -94,13 +99,21 @@ absl::Status CheckPreviousDue(const Mutation& m,
   const int64_t actual =
       stored.has_value() ? DueIndexEntryOf(*stored).value_or(kNone) : kNone;
   const int64_t passed = m.previous_due_ms().value_or(kNone);
-  if (actual == passed) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "storage: mutation of key \"",
-      PrintableKey(EncodeJobKey(m.topic(), m.id())),
-      "\" passes previous_due_ms ", DueForMessage(passed),
-      " but the stored record's due entry is ", DueForMessage(actual),
-      stored.has_value() ? "" : " (no record stored)"));
+  const int64_t actual_expiry =
+      stored.has_value() ? ExpiryIndexEntryOf(*stored).value_or(kNone) : kNone;
+  const int64_t passed_expiry = m.previous_expiry_ms().value_or(kNone);
+  if (actual == passed && actual_expiry == passed_expiry) {
+    return absl::OkStatus();
+  }
+  const bool due = actual != passed;
+  return absl::FailedPreconditionError(
+      absl::StrCat("storage: mutation of key \"",
+                   PrintableKey(EncodeJobKey(m.topic(), m.id())), "\" passes ",
+                   due ? "previous_due_ms " : "previous_expiry_ms ",
+                   DueForMessage(due ? passed : passed_expiry),
+                   " but the stored record's ", due ? "due" : "expiry",
+                   " entry is ", DueForMessage(due ? actual : actual_expiry),
+                   stored.has_value() ? "" : " (no record stored)"));
 }
 
 }  // namespace delayd::storage

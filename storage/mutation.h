@@ -4,7 +4,10 @@
 // The store keeps the due index from what a mutation says: it removes the
 // entry at previous_due_ms (when set) and, for a put, adds the entry at
 // new_due_ms() (when set). previous_due_ms must therefore describe what is
-// stored — see JobStore::Apply for the precondition.
+// stored — see JobStore::Apply for the precondition. The expiry index of
+// retained records is kept the same way, from previous_expiry_ms and
+// new_expiry_ms(); previous_expiry_ms defaults to nullopt, right for every
+// stored record that is not retained (ExpiryIndexEntryOf).
 #ifndef DELAYD_STORAGE_MUTATION_H_
 #define DELAYD_STORAGE_MUTATION_H_
 
@@ -27,14 +30,18 @@ class Mutation {
   // Stores `record` under (record.job().topic(), record.job().id()),
   // replacing any stored record, and sets its format_version to
   // kJobRecordFormatVersion. previous_due_ms: DueIndexEntryOf(the record
-  // stored now), nullopt when none is stored.
-  static Mutation Put(JobRecord record, std::optional<int64_t> previous_due_ms);
+  // stored now), previous_expiry_ms: ExpiryIndexEntryOf(it); nullopt when
+  // none is stored.
+  static Mutation Put(JobRecord record, std::optional<int64_t> previous_due_ms,
+                      std::optional<int64_t> previous_expiry_ms = std::nullopt);
 
-  // Deletes the record of (topic, id) and its due entry at previous_due_ms
-  // (DueIndexEntryOf(the record stored now)). Deleting an absent job (with
-  // previous_due_ms nullopt) is a no-op.
-  static Mutation Delete(std::string topic, std::string id,
-                         std::optional<int64_t> previous_due_ms);
+  // Deletes the record of (topic, id), its due entry at previous_due_ms
+  // (DueIndexEntryOf(the record stored now)) and its expiry entry at
+  // previous_expiry_ms (ExpiryIndexEntryOf(it)). Deleting an absent job
+  // (with both nullopt) is a no-op.
+  static Mutation Delete(
+      std::string topic, std::string id, std::optional<int64_t> previous_due_ms,
+      std::optional<int64_t> previous_expiry_ms = std::nullopt);
 
   Kind kind() const { return kind_; }
   std::string_view topic() const;
@@ -46,6 +53,12 @@ class Mutation {
   // The due entry this mutation leaves: DueIndexEntryOf(record()) for a put,
   // nullopt for a delete.
   std::optional<int64_t> new_due_ms() const { return new_due_ms_; }
+  std::optional<int64_t> previous_expiry_ms() const {
+    return previous_expiry_ms_;
+  }
+  // The expiry entry this mutation leaves: ExpiryIndexEntryOf(record()) for
+  // a put, nullopt for a delete.
+  std::optional<int64_t> new_expiry_ms() const { return new_expiry_ms_; }
 
   // INVALID_ARGUMENT when the topic or id is empty (the server names
   // id-less jobs before storing them) or contains '\0', or a put's
@@ -54,7 +67,8 @@ class Mutation {
 
  private:
   Mutation(Kind kind, JobRecord record, std::string topic, std::string id,
-           std::optional<int64_t> previous_due_ms);
+           std::optional<int64_t> previous_due_ms,
+           std::optional<int64_t> previous_expiry_ms);
 
   Kind kind_;
   JobRecord record_;   // Kind::kPut only.
@@ -62,6 +76,8 @@ class Mutation {
   std::string id_;
   std::optional<int64_t> previous_due_ms_;
   std::optional<int64_t> new_due_ms_;
+  std::optional<int64_t> previous_expiry_ms_;
+  std::optional<int64_t> new_expiry_ms_;
 };
 
 // Checks the preconditions of JobStore::Apply that need no stored data:
@@ -70,7 +86,8 @@ class Mutation {
 absl::Status ValidateMutations(std::span<const Mutation> mutations);
 
 // FAILED_PRECONDITION naming the key when `m.previous_due_ms()` is not
-// DueIndexEntryOf(*stored) (or nullopt when nothing is stored).
+// DueIndexEntryOf(*stored), or `m.previous_expiry_ms()` is not
+// ExpiryIndexEntryOf(*stored) (both nullopt when nothing is stored).
 absl::Status CheckPreviousDue(const Mutation& m,
                               const std::optional<JobRecord>& stored);
 

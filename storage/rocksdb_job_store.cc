@@ -1,6 +1,8 @@
 #include "storage/rocksdb_job_store.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -36,38 +38,76 @@ absl::StatusOr<std::unique_ptr<RocksDbJobStore>> RocksDbJobStore::Open(
   absl::StatusOr<bool> exists = DatabaseExists(db_options.env, path);
   if (!exists.ok()) return exists.status();
   // Create only into an empty place: an existing database must already
-  // have exactly our column families, or Open refuses it.
+  // have exactly our column families, or Open refuses it — except `expiry`,
+  // which a layout-1 store lacks and which is created below.
   db_options.create_if_missing = !*exists;
   db_options.create_missing_column_families = !*exists;
+  std::vector<rocksdb::ColumnFamilyDescriptor> families =
+      MakeColumnFamilies(options);
+  const rocksdb::ColumnFamilyDescriptor expiry_family = families.back();
+  bool has_expiry = true;
+  if (*exists) {
+    std::vector<std::string> names;
+    const rocksdb::Status listed =
+        rocksdb::DB::ListColumnFamilies(db_options, path, &names);
+    if (!listed.ok()) {
+      return FromRocksDb(
+          listed, absl::StrCat("storage: cannot open RocksDB at ", path));
+    }
+    has_expiry = std::find(names.begin(), names.end(), kExpiryColumnFamily) !=
+                 names.end();
+    if (!has_expiry) families.pop_back();
+  }
 
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw_db = nullptr;
-  const rocksdb::Status s = rocksdb::DB::Open(
-      db_options, path, MakeColumnFamilies(options), &handles, &raw_db);
+  rocksdb::Status s =
+      rocksdb::DB::Open(db_options, path, families, &handles, &raw_db);
   if (!s.ok()) {
     return FromRocksDb(s,
                        absl::StrCat("storage: cannot open RocksDB at ", path));
   }
   std::unique_ptr<rocksdb::DB> db(raw_db);
-  // handles: default, jobs, due. The default one is not needed.
+  // handles: default, jobs, due[, expiry]. The default one is not needed.
   db->DestroyColumnFamilyHandle(handles[0]).PermitUncheckedError();
-  auto store = std::unique_ptr<RocksDbJobStore>(new RocksDbJobStore(
-      path, options, std::move(db), handles[1], handles[2]));
-  absl::Status meta = CheckOrCreateMeta(store->db_.get(), store->jobs_cf_,
-                                        store->due_cf_, path);
-  if (!meta.ok()) return meta;  // ~RocksDbJobStore closes the database.
+  auto store = std::unique_ptr<RocksDbJobStore>(
+      new RocksDbJobStore(path, options, std::move(db), handles[1], handles[2],
+                          has_expiry ? handles[3] : nullptr));
+  // ~RocksDbJobStore closes the database on every error below.
+  absl::StatusOr<uint32_t> version = CheckOrCreateMeta(
+      store->db_.get(), store->jobs_cf_, store->due_cf_, path);
+  if (!version.ok()) return version.status();
+  // Migration from layout 1 (job_record.proto): add `expiry`, then say so.
+  if (!has_expiry) {
+    s = store->db_->CreateColumnFamily(expiry_family.options,
+                                       expiry_family.name, &store->expiry_cf_);
+    if (!s.ok()) {
+      return FromRocksDb(
+          s, absl::StrCat("storage: cannot migrate the store at ", path,
+                          " to layout ", kStoreLayoutVersion,
+                          ": creating column family ", kExpiryColumnFamily));
+    }
+  }
+  if (*version < kStoreLayoutVersion) {
+    if (absl::Status w = WriteMeta(store->db_.get(), kStoreLayoutVersion, path);
+        !w.ok()) {
+      return w;
+    }
+  }
   return store;
 }
 
 RocksDbJobStore::RocksDbJobStore(std::string path, const Options& options,
                                  std::unique_ptr<rocksdb::DB> db,
                                  rocksdb::ColumnFamilyHandle* jobs,
-                                 rocksdb::ColumnFamilyHandle* due)
+                                 rocksdb::ColumnFamilyHandle* due,
+                                 rocksdb::ColumnFamilyHandle* expiry)
     : path_(std::move(path)),
       options_(options),
       db_(std::move(db)),
       jobs_cf_(jobs),
-      due_cf_(due) {}
+      due_cf_(due),
+      expiry_cf_(expiry) {}
 
 RocksDbJobStore::~RocksDbJobStore() { Close().IgnoreError(); }
 
@@ -77,16 +117,19 @@ absl::Status RocksDbJobStore::Close() {
   if (WriteError().ok()) {
     rocksdb::FlushOptions flush;
     flush.wait = true;
-    // All three column families: any unflushed one keeps the WAL alive, and
-    // Open would replay all of it.
-    result = FromRocksDb(
-        db_->Flush(flush, {db_->DefaultColumnFamily(), jobs_cf_, due_cf_}),
-        absl::StrCat("storage: flush at close of ", path_));
+    // Every column family: any unflushed one keeps the WAL alive, and Open
+    // would replay all of it.
+    std::vector<rocksdb::ColumnFamilyHandle*> all = {db_->DefaultColumnFamily(),
+                                                     jobs_cf_, due_cf_};
+    if (expiry_cf_ != nullptr) all.push_back(expiry_cf_);
+    result = FromRocksDb(db_->Flush(flush, all),
+                         absl::StrCat("storage: flush at close of ", path_));
   }
-  for (rocksdb::ColumnFamilyHandle* cf : {jobs_cf_, due_cf_}) {
-    db_->DestroyColumnFamilyHandle(cf).PermitUncheckedError();
+  for (rocksdb::ColumnFamilyHandle* cf : {jobs_cf_, due_cf_, expiry_cf_}) {
+    if (cf != nullptr)
+      db_->DestroyColumnFamilyHandle(cf).PermitUncheckedError();
   }
-  jobs_cf_ = due_cf_ = nullptr;
+  jobs_cf_ = due_cf_ = expiry_cf_ = nullptr;
   const rocksdb::Status s = db_->Close();
   if (result.ok()) {
     result = FromRocksDb(s, absl::StrCat("storage: close of ", path_));
@@ -96,7 +139,7 @@ absl::Status RocksDbJobStore::Close() {
 }
 
 absl::Status RocksDbJobStore::EnableAutoCompactions() {
-  for (rocksdb::ColumnFamilyHandle* cf : {jobs_cf_, due_cf_}) {
+  for (rocksdb::ColumnFamilyHandle* cf : {jobs_cf_, due_cf_, expiry_cf_}) {
     const rocksdb::Status s =
         db_->SetOptions(cf, {{"disable_auto_compactions", "false"}});
     if (!s.ok()) {
@@ -142,6 +185,10 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
       s = batch.Delete(due_cf_,
                        EncodeDueKey(*m.previous_due_ms(), m.topic(), m.id()));
     }
+    if (s.ok() && m.previous_expiry_ms().has_value()) {
+      s = batch.Delete(
+          expiry_cf_, EncodeDueKey(*m.previous_expiry_ms(), m.topic(), m.id()));
+    }
     const std::string key = EncodeJobKey(m.topic(), m.id());
     if (s.ok() && m.kind() == Mutation::Kind::kDelete) {
       s = batch.Delete(jobs_cf_, key);
@@ -150,6 +197,11 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
       s = batch.Put(jobs_cf_, key, value);
       if (s.ok() && m.new_due_ms().has_value() && !due_unchanged) {
         s = batch.Put(due_cf_, EncodeDueKey(*m.new_due_ms(), m.topic(), m.id()),
+                      rocksdb::Slice());
+      }
+      if (s.ok() && m.new_expiry_ms().has_value()) {
+        s = batch.Put(expiry_cf_,
+                      EncodeDueKey(*m.new_expiry_ms(), m.topic(), m.id()),
                       rocksdb::Slice());
       }
     }
@@ -242,6 +294,17 @@ absl::StatusOr<std::vector<std::optional<JobRecord>>> RocksDbJobStore::MultiGet(
 
 absl::Status RocksDbJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
                                       DueVisitor visitor) const {
+  return ScanIndex(due_cf_, from_ms, to_ms, visitor);
+}
+
+absl::Status RocksDbJobStore::ScanExpiry(int64_t from_ms, int64_t to_ms,
+                                         DueVisitor visitor) const {
+  return ScanIndex(expiry_cf_, from_ms, to_ms, visitor);
+}
+
+absl::Status RocksDbJobStore::ScanIndex(rocksdb::ColumnFamilyHandle* cf,
+                                        int64_t from_ms, int64_t to_ms,
+                                        DueVisitor visitor) const {
   if (ClampDueMs(from_ms) >= ClampDueMs(to_ms)) return absl::OkStatus();
   const std::string lower = EncodeDueTime(from_ms);
   const std::string upper = EncodeDueTime(to_ms);
@@ -250,13 +313,14 @@ absl::Status RocksDbJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
   rocksdb::ReadOptions read = DueScanReadOptions();
   read.iterate_lower_bound = &lower_slice;
   read.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, due_cf_));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, cf));
   for (it->Seek(lower_slice); it->Valid(); it->Next()) {
     absl::StatusOr<DueKeyView> due = DecodeDueKey(ToView(it->key()));
     if (!due.ok()) return due.status();
     if (!visitor(due->due_ms, due->topic, due->id)) return absl::OkStatus();
   }
-  return FromRocksDb(it->status(), "storage: due index scan failed");
+  return FromRocksDb(it->status(), absl::StrCat("storage: ", cf->GetName(),
+                                                " index scan failed"));
 }
 
 absl::Status RocksDbJobStore::ScanJobs(std::string_view topic,
@@ -316,6 +380,8 @@ std::optional<std::string> RocksDbJobStore::GetProperty(
     cf = jobs_cf_;
   } else if (column_family == kDueColumnFamily) {
     cf = due_cf_;
+  } else if (column_family == kExpiryColumnFamily) {
+    cf = expiry_cf_;
   } else if (column_family == rocksdb::kDefaultColumnFamilyName) {
     cf = db_->DefaultColumnFamily();
   } else {

@@ -1,7 +1,7 @@
 // RocksDbJobStore: the durable JobStore, on one RocksDB database with the
-// column families `jobs` and `due` (layout: key_codec.h; record format and
-// versioning: job_record.proto). Every Apply is one WriteBatch over both
-// column families, hence one WAL record: atomic across a crash.
+// column families `jobs`, `due` and `expiry` (layout: key_codec.h; record
+// format and versioning: job_record.proto). Every Apply is one WriteBatch
+// over the column families, hence one WAL record: atomic across a crash.
 //
 // Owns the database; the destructor closes it (see Close). Thread-safe:
 // every method may be called concurrently. Concurrent synced Applies share
@@ -63,6 +63,8 @@ class RocksDbJobStore final : public JobStore {
     // Memtable size of `jobs` (records, with payloads). Default: 64 MiB.
     size_t jobs_write_buffer_bytes = size_t{64} << 20;
     // Memtable size of `due` (small keys, empty values). Default: 16 MiB.
+    // `expiry` (the same kind of keys, written only under --retention) gets
+    // the same.
     size_t due_write_buffer_bytes = size_t{16} << 20;
     // WAL size that forces a flush of the column families holding the
     // oldest WAL file; bounds WAL replay at restart. Default: 256 MiB.
@@ -88,7 +90,9 @@ class RocksDbJobStore final : public JobStore {
   };
 
   // Opens the store at `path`, creating the database, its column families
-  // and its meta record when `path` holds none. Refuses, naming the path:
+  // and its meta record when `path` holds none. A store of layout version 1
+  // is migrated in place (the `expiry` column family is created, then the
+  // meta record says 2; job_record.proto). Refuses, naming the path:
   //   a database that RocksDB cannot open (corrupt, locked by another
   //   process, unknown column families): "storage: cannot open RocksDB at
   //   <path>: <rocksdb status>", code per rocksdb_status.h;
@@ -122,6 +126,8 @@ class RocksDbJobStore final : public JobStore {
       std::span<const JobKeyView> keys) const override;
   absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
                        DueVisitor visitor) const override;
+  absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
+                          DueVisitor visitor) const override;
   absl::Status ScanJobs(std::string_view topic, std::string_view id_prefix,
                         std::string_view start_after_id,
                         JobVisitor visitor) const override;
@@ -129,8 +135,8 @@ class RocksDbJobStore final : public JobStore {
   absl::Status Resume() override;
   StoreStats stats() const override { return counters_.Snapshot(); }
 
-  // A RocksDB property of column family `column_family` ("default", "jobs"
-  // or "due"), for diagnostics, metrics and benchmarks, e.g.
+  // A RocksDB property of column family `column_family` ("default", "jobs",
+  // "due" or "expiry"), for diagnostics, metrics and benchmarks, e.g.
   // ("jobs", "rocksdb.estimate-num-keys"). Db-wide properties such as
   // "rocksdb.dbstats" (write groups, WAL syncs) are kept with "default".
   // nullopt when unknown.
@@ -141,11 +147,16 @@ class RocksDbJobStore final : public JobStore {
   RocksDbJobStore(std::string path, const Options& options,
                   std::unique_ptr<rocksdb::DB> db,
                   rocksdb::ColumnFamilyHandle* jobs,
-                  rocksdb::ColumnFamilyHandle* due);
+                  rocksdb::ColumnFamilyHandle* due,
+                  rocksdb::ColumnFamilyHandle* expiry);
 
   // The sticky write error, OK when writes are accepted.
   absl::Status WriteError() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status VerifyPreviousDue(std::span<const Mutation> mutations) const;
+  // ScanDue and ScanExpiry: the keys of `cf` (due-key encoded) in
+  // [from_ms, to_ms).
+  absl::Status ScanIndex(rocksdb::ColumnFamilyHandle* cf, int64_t from_ms,
+                         int64_t to_ms, DueVisitor visitor) const;
 
   // Constant after construction (until Close).
   const std::string path_;
@@ -153,6 +164,9 @@ class RocksDbJobStore final : public JobStore {
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* jobs_cf_;  // Owned; released by Close.
   rocksdb::ColumnFamilyHandle* due_cf_;   // Owned; released by Close.
+  // Owned; released by Close. Set by Open (created there for a layout-1
+  // store).
+  rocksdb::ColumnFamilyHandle* expiry_cf_;
 
   StoreCounters counters_;
 

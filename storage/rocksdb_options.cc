@@ -56,7 +56,7 @@ rocksdb::DBOptions MakeDbOptions(const RocksDbJobStore::Options& options) {
 
 std::vector<rocksdb::ColumnFamilyDescriptor> MakeColumnFamilies(
     const RocksDbJobStore::Options& options) {
-  // One bounded LRU cache for both families; index and filter blocks are
+  // One bounded LRU cache for all families; index and filter blocks are
   // charged to it too, so block_cache_bytes bounds read-side memory.
   std::shared_ptr<rocksdb::Cache> cache =
       rocksdb::NewLRUCache(options.block_cache_bytes);
@@ -104,6 +104,12 @@ std::vector<rocksdb::ColumnFamilyDescriptor> MakeColumnFamilies(
       rocksdb::NewCompactOnDeletionCollectorFactory(
           /*sliding_window_size=*/64 << 10, /*deletion_trigger=*/16 << 10));
 
+  // expiry: the same kind of index as due (keys only, range scans from the
+  // front, every sweep deletes at the front), written only under
+  // --retention: the same options.
+  rocksdb::ColumnFamilyOptions expiry = due;
+  expiry.table_factory.reset(rocksdb::NewBlockBasedTableFactory(due_table));
+
   // default: only the meta record.
   rocksdb::ColumnFamilyOptions meta;
   meta.write_buffer_size = 1 << 20;
@@ -112,6 +118,7 @@ std::vector<rocksdb::ColumnFamilyDescriptor> MakeColumnFamilies(
       rocksdb::ColumnFamilyDescriptor(rocksdb::kDefaultColumnFamilyName, meta),
       rocksdb::ColumnFamilyDescriptor(kJobsColumnFamily, jobs),
       rocksdb::ColumnFamilyDescriptor(kDueColumnFamily, due),
+      rocksdb::ColumnFamilyDescriptor(kExpiryColumnFamily, expiry),
   };
 }
 

@@ -15,12 +15,14 @@ namespace delayd::storage {
 // create_missing_column_families are left false; Open sets them.
 rocksdb::DBOptions MakeDbOptions(const RocksDbJobStore::Options& options);
 
-// Descriptors of the default, jobs and due column families, in that order.
+// Descriptors of the default, jobs, due and expiry column families, in that
+// order.
 std::vector<rocksdb::ColumnFamilyDescriptor> MakeColumnFamilies(
     const RocksDbJobStore::Options& options);
 
-// ReadOptions of ScanDue: keys-only sequential scans (recovery, the horizon
-// loader) that must not evict the point-lookup working set.
+// ReadOptions of ScanDue and ScanExpiry: keys-only sequential scans
+// (recovery, the horizon loader, the sweeper) that must not evict the
+// point-lookup working set.
 rocksdb::ReadOptions DueScanReadOptions();
 
 }  // namespace delayd::storage

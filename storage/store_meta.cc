@@ -25,10 +25,25 @@ absl::StatusOr<bool> ColumnFamilyEmpty(rocksdb::DB* db,
 
 }  // namespace
 
-absl::Status CheckOrCreateMeta(rocksdb::DB* db,
-                               rocksdb::ColumnFamilyHandle* jobs,
-                               rocksdb::ColumnFamilyHandle* due,
-                               const std::string& path) {
+absl::Status WriteMeta(rocksdb::DB* db, uint32_t layout_version,
+                       const std::string& path) {
+  StoreMeta meta;
+  meta.set_layout_version(layout_version);
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  rocksdb::Status s = db->Put(sync, db->DefaultColumnFamily(), kMetaKey,
+                              meta.SerializeAsString());
+  // Flush it at once: an unflushed column family pins every WAL file
+  // written since, and the default one is otherwise never written again.
+  if (s.ok()) s = db->Flush(rocksdb::FlushOptions(), db->DefaultColumnFamily());
+  return FromRocksDb(
+      s, absl::StrCat("storage: cannot write the meta record at ", path));
+}
+
+absl::StatusOr<uint32_t> CheckOrCreateMeta(rocksdb::DB* db,
+                                           rocksdb::ColumnFamilyHandle* jobs,
+                                           rocksdb::ColumnFamilyHandle* due,
+                                           const std::string& path) {
   std::string value;
   rocksdb::Status s = db->Get(rocksdb::ReadOptions(), db->DefaultColumnFamily(),
                               kMetaKey, &value);
@@ -43,18 +58,10 @@ absl::Status CheckOrCreateMeta(rocksdb::DB* db,
             "): not a delayd store, or a damaged one"));
       }
     }
-    StoreMeta meta;
-    meta.set_layout_version(kStoreLayoutVersion);
-    rocksdb::WriteOptions sync;
-    sync.sync = true;
-    s = db->Put(sync, db->DefaultColumnFamily(), kMetaKey,
-                meta.SerializeAsString());
-    // Flush it at once: an unflushed column family pins every WAL file
-    // written since, and the default one is otherwise never written again.
-    if (s.ok())
-      s = db->Flush(rocksdb::FlushOptions(), db->DefaultColumnFamily());
-    return FromRocksDb(
-        s, absl::StrCat("storage: cannot write the meta record at ", path));
+    if (absl::Status w = WriteMeta(db, kStoreLayoutVersion, path); !w.ok()) {
+      return w;
+    }
+    return kStoreLayoutVersion;
   }
   if (!s.ok()) {
     return FromRocksDb(
@@ -72,7 +79,7 @@ absl::Status CheckOrCreateMeta(rocksdb::DB* db,
         meta.layout_version(), ", newer than this binary opens (",
         kStoreLayoutVersion, "); it was written by a newer delayd"));
   }
-  return absl::OkStatus();
+  return meta.layout_version();
 }
 
 }  // namespace delayd::storage

@@ -78,7 +78,8 @@ TEST(ContractTest, EveryMessageHasItsFields) {
           {"GetStatsResponse", {"topics"}},
           {"TopicStats",
            {"topic", "scheduled", "ready", "in_flight", "dead", "subscribers",
-            "due_next_minute", "due_next_hour", "due_next_day"}},
+            "due_next_minute", "due_next_hour", "due_next_day", "done",
+            "canceled"}},
       };
   for (const auto& [name, fields] : messages) {
     const auto* message = Pool().FindMessageTypeByName("delayd.v1." + name);

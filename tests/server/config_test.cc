@@ -31,6 +31,12 @@ TEST(ConfigTest, EnvironmentVariablesThatNameNoFlagAreIgnored) {
   EXPECT_THAT(merged, ElementsAre("--sync=none"));
 }
 
+TEST(ConfigTest, RetentionIsReadFromTheEnvironment) {
+  ASSERT_OK_AND_ASSIGN(auto merged,
+                       MergeSettings({}, {"DELAYD_RETENTION=90s"}));
+  EXPECT_THAT(merged, ElementsAre("--retention=90s"));
+}
+
 TEST(ConfigTest, ConfigFileComesFirst) {
   const std::string dir = delayd::testing::MakeTempDir();
   const std::string path = dir + "/delayd.conf";

@@ -107,10 +107,11 @@ class JobServiceTest : public ::testing::Test {
   JobServiceTest() : store_(memory_), clock_(kStartMs) { Restart(); }
 
   // A fresh service over the same store (as after a process restart), not
-  // yet recovered nor started.
+  // yet recovered nor started, with limits_ and retention_.
   void Restart() {
     service_.reset();
-    service_ = std::make_unique<JobService>(&store_, &clock_, limits_);
+    service_ = std::make_unique<JobService>(&store_, &clock_, limits_, nullptr,
+                                            retention_);
   }
 
   JobService& service() { return *service_; }
@@ -205,6 +206,7 @@ class JobServiceTest : public ::testing::Test {
   }
 
   Limits limits_;
+  absl::Duration retention_ = absl::ZeroDuration();
   storage::InMemoryJobStore memory_;
   storage::FaultInjectingJobStore store_;
   timer::FakeClock clock_;

@@ -81,6 +81,39 @@ TEST(MutationTest, PutStampsTheFormatAndDerivesTheDueEntry) {
   EXPECT_EQ(del.id(), "i");
 }
 
+TEST(JobRecordTest, OnlyRetainedFinishedJobsHaveAnExpiryEntry) {
+  for (const v1::JobState state :
+       {v1::JOB_STATE_SCHEDULED, v1::JOB_STATE_READY, v1::JOB_STATE_IN_FLIGHT,
+        v1::JOB_STATE_DEAD, v1::JOB_STATE_DONE, v1::JOB_STATE_CANCELED}) {
+    JobRecord record = MakeRecord("t", "i", 7, state);
+    EXPECT_EQ(ExpiryIndexEntryOf(record), std::nullopt) << state;
+    record.set_expires_at_ms(1234);
+    const bool finished =
+        state == v1::JOB_STATE_DONE || state == v1::JOB_STATE_CANCELED;
+    EXPECT_EQ(IsRetained(record), finished) << state;
+    EXPECT_EQ(ExpiryIndexEntryOf(record),
+              finished ? std::optional<int64_t>(1234) : std::nullopt)
+        << state;
+  }
+}
+
+TEST(MutationTest, CheckPreviousExpiry) {
+  JobRecord done = MakeRecord("t", "i", 7, v1::JOB_STATE_DONE);
+  done.set_expires_at_ms(50);
+  const Mutation sweep = Mutation::Delete("t", "i", std::nullopt, 50);
+  EXPECT_OK(CheckPreviousDue(sweep, done));
+  const Mutation forgot = Mutation::Delete("t", "i", std::nullopt);
+  const absl::Status s = CheckPreviousDue(forgot, done);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("previous_expiry_ms none"));
+  EXPECT_THAT(s.message(), HasSubstr("expiry entry is 50"));
+  EXPECT_EQ(CheckPreviousDue(sweep, std::nullopt).code(),
+            absl::StatusCode::kFailedPrecondition);
+  const Mutation put = Mutation::Put(done, std::nullopt);
+  EXPECT_EQ(put.new_expiry_ms(), 50);
+  EXPECT_EQ(put.new_due_ms(), std::nullopt);
+}
+
 TEST(MutationTest, CheckPreviousDue) {
   const Mutation m = Mutation::Put(MakeRecord("t", "i", 9), 5);
   EXPECT_OK(CheckPreviousDue(m, MakeRecord("t", "i", 5)));

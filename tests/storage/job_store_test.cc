@@ -22,7 +22,9 @@ using ::delayd::storage::testing::Canonical;
 using ::delayd::storage::testing::Dump;
 using ::delayd::storage::testing::ExpectDueIndexConsistent;
 using ::delayd::storage::testing::MakeRecord;
+using ::delayd::v1::JOB_STATE_CANCELED;
 using ::delayd::v1::JOB_STATE_DEAD;
+using ::delayd::v1::JOB_STATE_DONE;
 using ::delayd::v1::JOB_STATE_IN_FLIGHT;
 using ::delayd::v1::JOB_STATE_READY;
 using ::testing::ElementsAre;
@@ -87,6 +89,17 @@ class JobStoreTest : public ::testing::Test {
         from, to,
         [&](int64_t due, std::string_view topic, std::string_view id) {
           out.emplace_back(due, std::string(topic) + "/" + std::string(id));
+          return true;
+        }));
+    return out;
+  }
+
+  std::vector<std::pair<int64_t, std::string>> ExpiryEntries(int64_t from,
+                                                             int64_t to) {
+    std::vector<std::pair<int64_t, std::string>> out;
+    EXPECT_OK(store().ScanExpiry(
+        from, to, [&](int64_t at, std::string_view topic, std::string_view id) {
+          out.emplace_back(at, std::string(topic) + "/" + std::string(id));
           return true;
         }));
     return out;
@@ -201,6 +214,66 @@ TYPED_TEST(JobStoreTest, ReplaceMovesTheDueEntryAndFinalStatesLeaveIt) {
   record.mutable_job()->set_state(delayd::v1::JOB_STATE_SCHEDULED);  // Redrive.
   this->Put(record, std::nullopt);
   EXPECT_THAT(this->DueEntries(0, kAll), ElementsAre(Pair(5000, "t/job")));
+  ExpectDueIndexConsistent(Dump(this->store()));
+}
+
+// A DONE or CANCELED record with expires_at_ms (kept by --retention) has an
+// expiry entry and no due entry; the expiry index orders by expiry time.
+JobRecord Retained(std::string_view topic, std::string_view id,
+                   delayd::v1::JobState state, int64_t expires_at_ms) {
+  JobRecord record = MakeRecord(topic, id, 1000, state);
+  record.set_expires_at_ms(expires_at_ms);
+  return record;
+}
+
+TYPED_TEST(JobStoreTest, RetainedRecordsLiveInTheExpiryIndexOnly) {
+  JobRecord live = MakeRecord("t", "a", 1000, JOB_STATE_IN_FLIGHT);
+  this->Put(live, std::nullopt);
+  // Acked: IN_FLIGHT -> DONE, kept until 9000.
+  const Mutation done =
+      Mutation::Put(Retained("t", "a", JOB_STATE_DONE, 9000), 1000);
+  EXPECT_EQ(done.new_due_ms(), std::nullopt);
+  EXPECT_EQ(done.new_expiry_ms(), 9000);
+  ASSERT_OK(this->store().Apply({&done, 1}, Durability::kNoSync));
+  this->Put(Retained("u", "b", JOB_STATE_CANCELED, 5000), std::nullopt);
+  this->Put(Retained("t", "c", JOB_STATE_CANCELED, 9000), std::nullopt);
+  // CANCELED without an expiry (canceled in flight): no entry at all.
+  this->Put(MakeRecord("t", "d", 1000, JOB_STATE_CANCELED), std::nullopt);
+
+  EXPECT_TRUE(this->DueEntries(0, kAll).empty());
+  EXPECT_THAT(
+      this->ExpiryEntries(0, kAll),
+      ElementsAre(Pair(5000, "u/b"), Pair(9000, "t/a"), Pair(9000, "t/c")));
+  EXPECT_THAT(this->ExpiryEntries(0, 9000), ElementsAre(Pair(5000, "u/b")));
+  this->harness_.Reopen();
+  EXPECT_EQ(this->ExpiryEntries(0, kAll).size(), 3u);
+  ExpectDueIndexConsistent(Dump(this->store()));
+
+  // A wrong (or missing) previous expiry is refused, nothing written.
+  const testing::StoreDump before = Dump(this->store());
+  const Mutation wrong = Mutation::Delete("t", "a", std::nullopt, 8999);
+  EXPECT_EQ(this->store().Apply({&wrong, 1}, Durability::kSync).code(),
+            absl::StatusCode::kFailedPrecondition);
+  const Mutation missing =
+      Mutation::Put(MakeRecord("t", "a", 20'000), std::nullopt);
+  absl::Status s = this->store().Apply({&missing, 1}, Durability::kSync);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("previous_expiry_ms"));
+  EXPECT_EQ(Dump(this->store()), before);
+
+  // Replaced by a live job (Schedule REPLACE): the expiry entry goes, a due
+  // entry comes. Swept: record and entry go.
+  const Mutation replace =
+      Mutation::Put(MakeRecord("t", "a", 20'000), std::nullopt, 9000);
+  const Mutation sweep = Mutation::Delete("u", "b", std::nullopt, 5000);
+  ASSERT_OK(this->store().Apply(std::vector<Mutation>{replace, sweep},
+                                Durability::kNoSync));
+  EXPECT_THAT(this->DueEntries(0, kAll), ElementsAre(Pair(20'000, "t/a")));
+  EXPECT_THAT(this->ExpiryEntries(0, kAll), ElementsAre(Pair(9000, "t/c")));
+  ASSERT_OK_AND_ASSIGN(std::optional<JobRecord> gone,
+                       this->store().Get("u", "b"));
+  EXPECT_FALSE(gone.has_value());
+  this->harness_.Reopen();
   ExpectDueIndexConsistent(Dump(this->store()));
 }
 

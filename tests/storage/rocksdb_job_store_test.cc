@@ -2,11 +2,13 @@
 // refuses, sync modes and counters. Faults: rocksdb_fault_test.cc.
 #include "storage/rocksdb_job_store.h"
 
+#include <cstdint>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
@@ -44,7 +46,7 @@ TEST(RocksDbJobStoreTest, CreatesColumnFamiliesAndMetaRecord) {
   ASSERT_TRUE(
       rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir.path(), &names)
           .ok());
-  EXPECT_THAT(names, UnorderedElementsAre("default", "jobs", "due"));
+  EXPECT_THAT(names, UnorderedElementsAre("default", "jobs", "due", "expiry"));
 
   rocksdb::DB* raw = nullptr;
   ASSERT_TRUE(
@@ -65,8 +67,98 @@ TEST(RocksDbJobStoreTest, RefusesANewerLayoutVersion) {
   ASSERT_OK(RawPut(dir.path(), "default", kMetaKey, meta.SerializeAsString()));
   absl::StatusOr<std::unique_ptr<RocksDbJobStore>> store = OpenAt(dir.path());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(store.status().message(), HasSubstr("layout version 2"));
+  EXPECT_THAT(
+      store.status().message(),
+      HasSubstr(absl::StrCat("layout version ", kStoreLayoutVersion + 1)));
   EXPECT_THAT(store.status().message(), HasSubstr(dir.path()));
+}
+
+// Writes, with a plain RocksDB, what a layout-1 delayd left: column
+// families default, jobs and due, meta version 1, one SCHEDULED job due at
+// 5000 (record and due entry). With `expiry_created`, also an empty
+// `expiry` column family (a migration that stopped before its last step).
+void MakeLayout1Store(const std::string& path, bool expiry_created) {
+  rocksdb::DBOptions options;
+  options.create_if_missing = true;
+  options.create_missing_column_families = true;
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
+      {rocksdb::kDefaultColumnFamilyName, {}}, {"jobs", {}}, {"due", {}}};
+  if (expiry_created) cfs.push_back({"expiry", {}});
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(options, path, cfs, &handles, &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  StoreMeta meta;
+  meta.set_layout_version(1);
+  JobRecord record = MakeRecord("t", "old", 5000);
+  record.set_format_version(1);
+  EXPECT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], kMetaKey,
+                      meta.SerializeAsString())
+                  .ok());
+  EXPECT_TRUE(db->Put(rocksdb::WriteOptions(), handles[1],
+                      EncodeJobKey("t", "old"), record.SerializeAsString())
+                  .ok());
+  EXPECT_TRUE(db->Put(rocksdb::WriteOptions(), handles[2],
+                      EncodeDueKey(5000, "t", "old"), "")
+                  .ok());
+  for (rocksdb::ColumnFamilyHandle* h : handles) {
+    EXPECT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+  }
+  EXPECT_TRUE(db->Close().ok());
+}
+
+uint32_t LayoutVersionAt(const std::string& path) {
+  rocksdb::DB* raw = nullptr;
+  EXPECT_TRUE(
+      rocksdb::DB::OpenForReadOnly(rocksdb::Options(), path, &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::string value;
+  EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), kMetaKey, &value).ok());
+  StoreMeta meta;
+  EXPECT_TRUE(meta.ParseFromString(value));
+  return meta.layout_version();
+}
+
+TEST(RocksDbJobStoreTest, MigratesALayout1Store) {
+  for (const bool expiry_created : {false, true}) {
+    SCOPED_TRACE(expiry_created ? "expiry created already" : "plain layout 1");
+    TempDir dir;
+    ASSERT_NO_FATAL_FAILURE(MakeLayout1Store(dir.path(), expiry_created));
+    {
+      ASSERT_OK_AND_ASSIGN(auto store, OpenAt(dir.path()));
+      // The old job is there, due as before.
+      ASSERT_OK_AND_ASSIGN(std::optional<JobRecord> old,
+                           store->Get("t", "old"));
+      ASSERT_TRUE(old.has_value());
+      int due = 0;
+      ASSERT_OK(store->ScanDue(0, INT64_MAX, [&](int64_t ms, auto, auto) {
+        EXPECT_EQ(ms, 5000);
+        return ++due > 0;
+      }));
+      EXPECT_EQ(due, 1);
+      // And retained records can be written.
+      JobRecord done = *old;
+      done.mutable_job()->set_state(v1::JOB_STATE_DONE);
+      done.set_expires_at_ms(9000);
+      const Mutation m = Mutation::Put(done, 5000);
+      ASSERT_OK(store->Apply({&m, 1}, Durability::kSync));
+      ASSERT_OK(store->Close());
+    }
+    std::vector<std::string> names;
+    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(),
+                                                dir.path(), &names)
+                    .ok());
+    EXPECT_THAT(names,
+                UnorderedElementsAre("default", "jobs", "due", "expiry"));
+    EXPECT_EQ(LayoutVersionAt(dir.path()), kStoreLayoutVersion);
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAt(dir.path()));
+    int expiring = 0;
+    ASSERT_OK(store->ScanExpiry(0, INT64_MAX, [&](int64_t ms, auto, auto) {
+      EXPECT_EQ(ms, 9000);
+      return ++expiring > 0;
+    }));
+    EXPECT_EQ(expiring, 1);
+  }
 }
 
 TEST(RocksDbJobStoreTest, RefusesACorruptMetaRecord) {

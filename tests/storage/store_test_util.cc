@@ -20,14 +20,16 @@ namespace {
 
 absl::Status RawWrite(const std::string& path, const std::string& cf,
                       std::string_view key, const std::string_view* value) {
-  std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
-      {rocksdb::kDefaultColumnFamilyName, {}},
-      {kJobsColumnFamily, {}},
-      {kDueColumnFamily, {}}};
+  // Whatever column families the store has (layout 1 lacks `expiry`).
+  std::vector<std::string> names;
+  rocksdb::Status s =
+      rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names);
+  if (!s.ok()) return absl::InternalError(s.ToString());
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  for (const std::string& name : names) cfs.push_back({name, {}});
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s =
-      rocksdb::DB::Open(rocksdb::DBOptions(), path, cfs, &handles, &raw);
+  s = rocksdb::DB::Open(rocksdb::DBOptions(), path, cfs, &handles, &raw);
   if (!s.ok()) return absl::InternalError(s.ToString());
   std::unique_ptr<rocksdb::DB> db(raw);
   rocksdb::ColumnFamilyHandle* target = nullptr;
@@ -119,17 +121,28 @@ StoreDump Dump(const JobStore& store) {
         dump.due_keys.push_back(EncodeDueKey(due, topic, id));
         return true;
       }));
+  EXPECT_OK(store.ScanExpiry(
+      0, std::numeric_limits<int64_t>::max(),
+      [&](int64_t expires, std::string_view topic, std::string_view id) {
+        dump.expiry_keys.push_back(EncodeDueKey(expires, topic, id));
+        return true;
+      }));
   return dump;
 }
 
 void ExpectDueIndexConsistent(const StoreDump& dump) {
   std::set<std::string> expected;
+  std::set<std::string> expected_expiry;
   for (const auto& [key, bytes] : dump.records) {
     JobRecord record;
     ASSERT_TRUE(record.ParseFromString(bytes));
     if (std::optional<int64_t> due = DueIndexEntryOf(record)) {
       expected.insert(
           EncodeDueKey(*due, record.job().topic(), record.job().id()));
+    }
+    if (std::optional<int64_t> expires = ExpiryIndexEntryOf(record)) {
+      expected_expiry.insert(
+          EncodeDueKey(*expires, record.job().topic(), record.job().id()));
     }
   }
   const std::set<std::string> actual(dump.due_keys.begin(),
@@ -138,6 +151,11 @@ void ExpectDueIndexConsistent(const StoreDump& dump) {
   EXPECT_TRUE(actual == expected)
       << "due index has " << actual.size() << " entries, records want "
       << expected.size();
+  const std::set<std::string> actual_expiry(dump.expiry_keys.begin(),
+                                            dump.expiry_keys.end());
+  EXPECT_TRUE(actual_expiry == expected_expiry)
+      << "expiry index has " << dump.expiry_keys.size()
+      << " entries, records want " << expected_expiry.size();
 }
 
 }  // namespace delayd::storage::testing

@@ -32,7 +32,8 @@ class TempDir {
 };
 
 // Puts or deletes (value nullptr) one key of column family `cf` ("default",
-// "jobs" or "due") of the closed store at `path`, with a plain RocksDB.
+// "jobs", "due" or "expiry") of the closed store at `path`, with a plain
+// RocksDB.
 absl::Status RawPut(const std::string& path, const std::string& cf,
                     std::string_view key, std::string_view value);
 absl::Status RawDelete(const std::string& path, const std::string& cf,
@@ -45,18 +46,20 @@ JobRecord MakeRecord(
     std::string_view payload = "payload");
 
 // Everything a store holds, in key order: records (serialized
-// deterministically) by job key, and the due entries.
+// deterministically) by job key, the due entries and the expiry entries.
 struct StoreDump {
   std::map<std::string, std::string> records;
   std::vector<std::string> due_keys;
+  std::vector<std::string> expiry_keys;
   bool operator==(const StoreDump& other) const = default;
 };
 
-// Dumps every topic's records and the whole due index. Fails the current
-// test on a store error.
+// Dumps every topic's records and the whole due and expiry indexes. Fails
+// the current test on a store error.
 StoreDump Dump(const JobStore& store);
 
-// Expects the due index to hold exactly DueIndexEntryOf of every record.
+// Expects the due index to hold exactly DueIndexEntryOf of every record, and
+// the expiry index exactly ExpiryIndexEntryOf of every record.
 void ExpectDueIndexConsistent(const StoreDump& dump);
 
 // Deterministic serialization (map fields sorted), for comparisons.
