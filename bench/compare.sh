@@ -21,6 +21,7 @@
 #                        (0 skips that run)
 #   HERD_JOBS=1000000    jobs due at one instant (0 skips the herd)
 #   BIG_JOBS=10000000    delayd-only memory run (0 skips it)
+#   BIG_CAP_SECONDS=240  cap of its fill (RSS is then per job reached)
 #   REPS=1               repetitions; the table shows medians
 #   ONLY=                comma list; systems (redis, bean, delayd) and/or
 #                        sections (tput, mem, late, herd, big); empty = all.
@@ -43,6 +44,7 @@ LIGHT_JOBS=${LIGHT_JOBS:-20000}
 BACKGROUND_JOBS=${BACKGROUND_JOBS:-800000}
 HERD_JOBS=${HERD_JOBS:-1000000}
 BIG_JOBS=${BIG_JOBS:-10000000}
+BIG_CAP_SECONDS=${BIG_CAP_SECONDS:-240}
 REPS=${REPS:-1}
 ONLY=${ONLY:-}
 BUILD_DIR=${BUILD_DIR:-$REPO/build-compare}
@@ -212,7 +214,10 @@ wait_up() {
   [[ $(jget "$out" ok) == true ]]
 }
 
-since_t0() { calc "$(jget "$1" t_ready_ms) / 1000 - $T0"; }
+# since_t0 OUT [FIELD]: seconds from T0 to a waitready stamp (t_ready_ms:
+# all jobs counted; t_answer_ms: first answer — for delayd health SERVING,
+# which it reports only once every job is recovered).
+since_t0() { calc "$(jget "$1" "${2:-t_ready_ms}") / 1000 - $T0"; }
 
 # ------------------------------------------------------------ set-up, build
 
@@ -400,7 +405,9 @@ delayd_cycle() {
     start_delayd "$d" "$port" "$sync"
     pid=$SERVER_PID
     if wait_up delayd "$port" "$JOBS" "$out"; then
-      rec delayd "$cfg" restart "$(since_t0 "$out")" s
+      rec delayd "$cfg" restart "$(since_t0 "$out" t_answer_ms)" s
+      rec delayd "$cfg" restart_listening "$(since_t0 "$out" t_connect_ms)" s
+      rec delayd "$cfg" restart_counted "$(since_t0 "$out")" s
       rec delayd "$cfg" rss_per_job_restart "$(calc "($(rss_kb "$pid") - $rss0) * 1024 / $JOBS")" B/job
     else
       rec delayd "$cfg" restart null s "not all jobs back: count $(jget "$out" count)"
@@ -445,7 +452,7 @@ delayd_big() {
   wait_up delayd "$port" 0 "$out" || true
   rss0=$(rss_kb "$pid")
   tool 900 "$out" "$BENCH" load --target "127.0.0.1:$port" --topic big \
-    --jobs "$BIG_JOBS" --conns $CONNS --batch 1000 --max-seconds 600 || true
+    --jobs "$BIG_JOBS" --conns $CONNS --batch 1000 --max-seconds "$BIG_CAP_SECONDS" || true
   raw "delayd big load" "$out"
   done_jobs=$(jget "$out" server_jobs)
   rec delayd "$cfg" big_load_rate "$(jget "$out" jobs_per_s)" jobs/s "$(note_cap "$out")"
@@ -458,7 +465,7 @@ delayd_big() {
     start_delayd "$d" "$port" none
     pid=$SERVER_PID
     if wait_up delayd "$port" "$done_jobs" "$out"; then
-      rec delayd "$cfg" big_restart "$(since_t0 "$out")" s
+      rec delayd "$cfg" big_restart "$(since_t0 "$out" t_answer_ms)" s
       rec delayd "$cfg" big_rss_per_job_restart "$(calc "($(rss_kb "$pid") - $rss0) * 1024 / $done_jobs")" B/job
     fi
     raw "delayd big restart" "$out"
@@ -543,7 +550,7 @@ for ((REP = 1; REP <= REPS; REP++)); do
   fi
   if ((HERD_JOBS > 0)) && want delayd herd; then
     log "delayd herd $HERD_JOBS"
-    delayd_burst herd "$HERD_JOBS" --batch 1000 --lead-ms $((10000 + HERD_JOBS / 100))
+    delayd_burst herd "$HERD_JOBS" --batch 1000 --lead-ms $((10000 + HERD_JOBS / 50))
   fi
 done
 
@@ -565,8 +572,8 @@ T_END=$(date +%s)
   printf '"gxx": "%s", ' "$(g++ --version | head -1)"
   printf '"commit": "%s", ' "$(git -C "$REPO" log -1 --format='%h %s' | tr -d '"\\')"
   printf '"build": "%s", ' "$BUILD_TYPE"
-  printf '"knobs": "REPS=%s JOBS=%s CAP_SECONDS=%s BURST_JOBS=%s LIGHT_JOBS=%s BACKGROUND_JOBS=%s HERD_JOBS=%s BIG_JOBS=%s ONLY=%s", ' \
-    "$REPS" "$JOBS" "$CAP_SECONDS" "$BURST_JOBS" "$LIGHT_JOBS" "$BACKGROUND_JOBS" "$HERD_JOBS" "$BIG_JOBS" "$ONLY"
+  printf '"knobs": "REPS=%s JOBS=%s CAP_SECONDS=%s BURST_JOBS=%s LIGHT_JOBS=%s BACKGROUND_JOBS=%s HERD_JOBS=%s BIG_JOBS=%s BIG_CAP_SECONDS=%s ONLY=%s", ' \
+    "$REPS" "$JOBS" "$CAP_SECONDS" "$BURST_JOBS" "$LIGHT_JOBS" "$BACKGROUND_JOBS" "$HERD_JOBS" "$BIG_JOBS" "$BIG_CAP_SECONDS" "$ONLY"
   printf '"fsync_probe": %s' "$FSYNC_PROBE"
   printf '}}\n'
 } >>"$RAW"

@@ -173,7 +173,7 @@ int BurstCommand(Args& args, bool herd) {
   j.Num("client_cpu_s_receiving", cpu1 - cpu0);
   if (!load.first_error.empty()) j.Str("first_error", load.first_error);
   if (!stream_error.empty()) j.Str("stream_error", stream_error);
-  counts = GetCounts(*control, topic);
+  counts = GetCounts(*control, topic, 60'000);
   if (counts.ok) {
     j.Num("server_jobs", static_cast<double>(counts.jobs));
     j.Num("server_in_flight", static_cast<double>(counts.in_flight));

@@ -55,7 +55,7 @@ int LoadCommand(Args& args) {
   j.Num("client_cores", r.secs > 0 ? cpu / r.secs : 0);
   if (!r.first_error.empty()) j.Str("first_error", r.first_error);
   auto stub = v1::DelayQueue::NewStub(NewChannel(spec.target, 100));
-  const ServerCounts counts = GetCounts(*stub, spec.topic);
+  const ServerCounts counts = GetCounts(*stub, spec.topic, 120'000);
   if (counts.ok) j.Num("server_jobs", static_cast<double>(counts.jobs));
   j.Print();
   return r.errors == 0 ? 0 : 1;

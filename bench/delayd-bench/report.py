@@ -207,7 +207,9 @@ def main():
         "tput100": "schedule, batched 100", "tput100_client_cpu": "schedule, batched 100: load generator CPU",
         "rss_mib": f"RSS with {J} pending", "rss_per_job": f"RSS per pending job, {J} (minus empty server)",
         "rss_per_job_restart": f"RSS per pending job after restart, {J}", "disk_mib": f"data dir with {J} pending",
-        "restart": f"restart after kill -9 until all {J} jobs present",
+        "restart": f"restart after kill -9 until serving with all {J} jobs",
+        "restart_listening": f"restart after kill -9 until the port answers (store open, WAL replayed), {J}",
+        "restart_counted": f"restart after kill -9 until GetStats counted all {J} jobs",
         "big_load_rate": f"{G} fill rate (ScheduleBatch of 1000)", "big_rss_mib": f"RSS with {G} pending",
         "big_rss_per_job": f"RSS per pending job, {G}", "big_restart": f"restart after kill -9, {G} pending",
         "big_rss_per_job_restart": f"RSS per pending job after restart, {G}",
@@ -286,8 +288,9 @@ HOW = """\
   cap (beanstalkd `-f0`) have no memory or restart figures, as in the peers' harness.
 - **Restart:** `kill -9` right after the memory reading, the same command started again on the same data;
   time from just before the exec until the server answers and holds all jobs (Redis: PING and ZCARD = HLEN =
-  {J}; beanstalkd: `stats` totals; delayd: health SERVING and GetStats totals — delayd answers no job rpc
-  before it has recovered every job).
+  {J}; beanstalkd: `stats` totals; delayd: health SERVING, which it reports only once every job is recovered —
+  it answers no job rpc before —, checked by GetStats totals = {J}; the time until that GetStats answer is in
+  the details).
 - **Lateness:** a fresh server; 4 subscribers wait (delayd: 4 `Subscribe` streams, `max_in_flight` 1000 each;
   each stream's reader stamps every delivery with the wall clock at once and hands the ack token to a second
   thread, which acks up to 1000 per `Ack` call); the jobs are scheduled due at uniformly random milliseconds of

@@ -2,8 +2,9 @@
 // takes each Delivery, stamps it with the wall clock at once, records
 // receive time - due time into the shared Tally (preallocated, indexed by
 // job) and queues the ack token; an acker thread sends the queued tokens,
-// up to 1000 per Ack call, so that acking never delays reading. Start
-// with the constructor, end with Stop() (or the destructor).
+// up to 1000 per Ack call, so that acking never delays reading (after a
+// call that carried fewer than 1000 it pauses 1 ms to let more gather).
+// Start with the constructor, end with Stop() (or the destructor).
 #ifndef DELAYD_BENCH_DELAYD_BENCH_SUBSCRIBER_H_
 #define DELAYD_BENCH_DELAYD_BENCH_SUBSCRIBER_H_
 

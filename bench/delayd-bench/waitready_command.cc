@@ -56,7 +56,8 @@ int WaitReadyCommand(Args& args) {
       continue;
     }
     if (t_answer == 0) t_answer = NowMs();
-    const ServerCounts counts = GetCounts(*stub, topic);
+    // GetStats counts every job: seconds at 10M.
+    const ServerCounts counts = GetCounts(*stub, topic, 120'000);
     if (counts.ok) {
       count = counts.jobs;
       if (count == expect) {
@@ -65,7 +66,8 @@ int WaitReadyCommand(Args& args) {
         break;
       }
     }
-    if (NowMs() - t_answer > 2000) break;  // serving, but not all jobs there
+    // Serving, but not all jobs there: delayd would have them all by now.
+    if (NowMs() - t_answer > 30'000) break;
     SleepMs(1);
   }
   JsonLine j;
