@@ -9,7 +9,10 @@ With --write FILE it replaces the part of FILE between the compare.sh
 markers (appending the section when there are none) and leaves the rest of
 the file alone; without, it prints the section.
 
-  report.py --raw build-compare/compare/raw-X.jsonl --commands ... [--write BENCHMARKS.md]
+  report.py --raw build-compare/compare/raw-X.jsonl \
+    --commands build-compare/compare/commands-X.txt --jobs 1000000 --burst 200000 \
+    --light 20000 --background 800000 --herd 1000000 --big 10000000 --cap 30 --reps 1 \
+    [--write BENCHMARKS.md]     # the knobs of that run: they label the figures
 """
 import argparse
 import json
@@ -102,6 +105,8 @@ def main():
          D_ALWAYS, ALL_PEERS, None, ("<=", 100)),
         (f"RSS per pending job, {G} pending (delayd only)", "big_rss_per_job", "B/job", "lower", D_NONE,
          [], None, ("<=", 100)),
+        (f"RSS per pending job, {G} pending, after restart (delayd only)", "big_rss_per_job_restart", "B/job",
+         "lower", D_NONE, [], None, ("<=", 100)),
         (f"fire lateness p99, {B} due in 2 s, 4 subscribers", "late200_p99", "ms", "lower", D_ALWAYS,
          [REDIS_LATE, BEAN_50], None, ("<=", 2)),
         (f"fire lateness max, {B} due in 2 s", "late200_max", "ms", "lower", D_ALWAYS,
@@ -131,7 +136,9 @@ def main():
         "in a fresh temp dir under `/var/tmp` (ext4 on the VM disk, so fsync is real), beside its load "
         "generator on the same cores.")
     out.append("")
-    out.append(f"- **Command:** `bench/compare.sh` ({env.get('knobs', '')}); {env.get('minutes', '?')} min.")
+    minutes = env.get("minutes")
+    minutes = f"{float(minutes):.1f}" if minutes not in (None, "null") else "?"
+    out.append(f"- **Command:** `bench/compare.sh` ({env.get('knobs', '')}); {minutes} min.")
     out.append(f"- **Date:** {env.get('date', '?')}; delayd at `{env.get('commit', '?')}`, "
                f"{env.get('build', '?')} build.")
     out.append(f"- **Machine:** `nproc` = {env.get('nproc', '?')}, {env.get('cpu', '?')}, {env.get('memory', '?')} RAM, "
@@ -152,14 +159,26 @@ def main():
         if dv is None and not any(median(recs, (s, c, key)) is not None for s, c in peers):
             continue
 
+        def capped(cfg):  # the load that should have filled it stopped at the cap
+            return any(r["note"].startswith("capped") for r in recs.get((cfg[0], cfg[1], "tput100"), []))
+
         def cell(system):
             parts = []
             for p in peers:
                 if p[0] != system:
                     continue
                 v = median(recs, (p[0], p[1], key))
-                parts.append(f"{fmt(v, unit)} ({SHORT[p]})")
+                if v is None and capped(p):
+                    parts.append(f"not reached: load capped ({SHORT[p]})")
+                else:
+                    parts.append(f"{fmt(v, unit)} ({SHORT[p]}{short_note(p)})")
             return " · ".join(parts) if parts else "not run"
+
+        def short_note(cfg):
+            notes = {r["note"] for r in recs.get((cfg[0], cfg[1], key), []) if r["note"]}
+            notes = {"capped" if n.startswith("capped") else n for n in notes}
+            return "; " + "; ".join(sorted(notes)) if notes else ""
+
 
         def best(cfgs):
             vals = [median(recs, (s, c, key)) for s, c in cfgs]
@@ -186,9 +205,10 @@ def main():
                 if op == ">=":
                     met = "yes" if dv >= tv else f"no, {100 * (1 - dv / tv):.0f}% short"
                 else:
-                    met = "yes" if dv <= tv else f"no, {dv / tv:.1f}× the target"
+                    x = dv / tv
+                    met = "yes" if dv <= tv else f"no, {x:.1f}× the target" if x < 10 else f"no, {x:,.0f}× the target"
         out.append(f"| {text} ({better} is better) | {cell('redis')} | {cell('beanstalkd')} | "
-                   f"{fmt(dv, unit)} ({SHORT[dcfg]}) | {ratio} | {tgt} | {met} |")
+                   f"{fmt(dv, unit)} ({SHORT[dcfg]}{short_note(dcfg)}) | {ratio} | {tgt} | {met} |")
     out.append("")
     out.append(
         "\"delayd ÷ best peer\" compares delayd with the best peer configuration of equal or weaker durability: "
@@ -284,8 +304,9 @@ HOW = """\
   own CPU is in the details.
 - **Memory:** `VmRSS` of the server after the batched load (+1.5 s), minus the empty server's, ÷ jobs; again
   after the restart. 10M: delayd only (`--sync=none`, filled by ScheduleBatch of 1000 — how the jobs got there
-  does not change what they take); the peers' harness stops at 1M. Rows that did not reach {J} jobs within the
-  cap (beanstalkd `-f0`) have no memory or restart figures, as in the peers' harness.
+  does not change what they take; a fill stopped by its cap says how many it reached); the peers' harness stops
+  at 1M. Configurations whose batched load did not reach {J} jobs within the cap ("load capped": beanstalkd
+  `-f0`, and Redis `always` on a busy box) have no memory or restart figures, as in the peers' harness.
 - **Restart:** `kill -9` right after the memory reading, the same command started again on the same data;
   time from just before the exec until the server answers and holds all jobs (Redis: PING and ZCARD = HLEN =
   {J}; beanstalkd: `stats` totals; delayd: health SERVING, which it reports only once every job is recovered —
