@@ -109,7 +109,14 @@ free_port() {
   $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || true; }
+
+# alive PID: false (with a warning) when a server we started has exited.
+alive() {
+  kill -0 "$1" 2>/dev/null && return 0
+  log "WARNING: server pid $1 exited unexpectedly; skipping the rest of this step"
+  return 1
+}
 
 # jget FILE KEY: a scalar of the one-line JSON the tools print.
 jget() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" "$1" | tail -1 | tr -d '"'; }
@@ -140,14 +147,26 @@ note_cmd() {
 
 # tool SECONDS OUT CMD...: runs a client with a timeout, its JSON line to OUT;
 # returns its exit code. Runs in the background so that a signal to this
-# script is handled at once (bash defers traps while a foreground child runs).
+# script is handled at once (bash defers traps while a foreground child runs),
+# and is stopped when the server it talks to ($SERVER_PID) dies.
 tool() {
   local secs=$1 out=$2 rc=0
   shift 2
   note_cmd "$@"
   timeout -k 10 "$secs" "$@" >"$out" 2>>"$LOG" &
-  local pid=$!
+  local pid=$! watch=${SERVER_PID:-}
   LIVE[$pid]=tool
+  # Stop the client at once if the server it talks to dies.
+  if [[ -n $watch ]] && kill -0 "$watch" 2>/dev/null; then
+    while kill -0 "$pid" 2>/dev/null; do
+      if ! kill -0 "$watch" 2>/dev/null; then
+        log "WARNING: server pid $watch exited during: $*"
+        kill -TERM -- "-$pid" 2>/dev/null || true
+        break
+      fi
+      sleep 0.1
+    done
+  fi
   wait "$pid" || rc=$?
   unset "LIVE[$pid]"
   [[ -s $out ]] || echo '{}' >"$out"
@@ -260,13 +279,24 @@ note_cap() {  # the peers' note for a capped load
   fi
 }
 
+# step_note OUT PID: the note of a load: the server died, or it was capped.
+step_note() {
+  if ! kill -0 "$2" 2>/dev/null; then
+    log "WARNING: server pid $2 exited unexpectedly"
+    echo "server exited during the run"
+  else
+    note_cap "$1"
+  fi
+}
+
 redis_info_field() {  # PORT FIELD
   "$DQ" redis cmd --port "$1" INFO persistence | tr -d '\r' | sed -n "s/^$2://p"
 }
 
-redis_settle() {  # waits until no AOF rewrite runs or is scheduled
+redis_settle() {  # PORT PID: waits until no AOF rewrite runs or is scheduled
   local port=$1 i
   for ((i = 0; i < 1500; i++)); do
+    alive "$2" || return 1
     [[ $(redis_info_field "$port" aof_rewrite_in_progress) == 0 &&
       $(redis_info_field "$port" aof_rewrite_scheduled) == 0 ]] && return 0
     sleep 0.2
@@ -290,12 +320,16 @@ peer_cycle() {
   tool $((CAP_SECONDS + 120)) "$out" "$DQ" "$sys" load --port "$port" --jobs "$JOBS" \
     --conns $CONNS --batch 100 --max-seconds "$CAP_SECONDS" || true
   raw "$sys $cfg load batch 100" "$out"
-  rec "$name" "$cfg" tput100 "$(jget "$out" jobs_per_s)" jobs/s "$(note_cap "$out")"
+  rec "$name" "$cfg" tput100 "$(jget "$out" jobs_per_s)" jobs/s "$(step_note "$out" "$pid")"
   local held
   held=$(jget "$out" "$([[ $sys == redis ]] && echo server_zcard || echo server_jobs)")
   if [[ $(jget "$out" jobs_done) == "$JOBS" && $held == "$JOBS" ]] && want "$sys" mem; then
-    [[ $sys == redis ]] && redis_settle "$port"
+    if [[ $sys == redis ]] && ! redis_settle "$port" "$pid"; then
+      stop_server "$pid"
+      return
+    fi
     sleep 1.5
+    alive "$pid" || { stop_server "$pid"; return; }
     rss1=$(rss_kb "$pid")
     rec "$name" "$cfg" rss_mib "$(calc "$rss1 / 1024")" MiB
     rec "$name" "$cfg" rss_per_job "$(calc "($rss1 - $rss0) * 1024 / $JOBS")" B/job
@@ -329,7 +363,7 @@ peer_single() {
   tool $((CAP_SECONDS + 120)) "$out" "$DQ" "$sys" load --port "$port" --jobs "$JOBS" \
     --conns $CONNS --batch 1 --max-seconds "$CAP_SECONDS" || true
   raw "$sys $cfg load batch 1" "$out"
-  rec "$name" "$cfg" tput1 "$(jget "$out" jobs_per_s)" jobs/s "$(note_cap "$out")"
+  rec "$name" "$cfg" tput1 "$(jget "$out" jobs_per_s)" jobs/s "$(step_note "$out" "$SERVER_PID")"
   rec "$name" "$cfg" tput1_p99 "$(calc "$(jget "$out" rtt_us_p99) / 1000")" ms
   stop_server "$SERVER_PID"
   rm -rf "$d"
@@ -340,6 +374,7 @@ peer_single() {
 rec_burst() {
   local name=$1 cfg=$2 fig=$3 out=$4 note=""
   [[ $(jget "$out" scheduled_before_window) == true ]] || note="WARNING: scheduling ran into the window"
+  kill -0 "$SERVER_PID" 2>/dev/null || note="$note server exited during the run"
   [[ $(jget "$out" received) == "$(jget "$out" jobs)" ]] ||
     note="$note received only $(jget "$out" received) of $(jget "$out" jobs)"
   rec "$name" "$cfg" "${fig}_p50" "$(jget "$out" lat_ms_p50)" ms "$note"
@@ -393,10 +428,11 @@ delayd_cycle() {
     --topic "load100-$sync" --jobs "$JOBS" --conns $CONNS --batch 100 \
     --max-seconds "$CAP_SECONDS" || true
   raw "delayd $cfg load batch 100" "$out"
-  rec delayd "$cfg" tput100 "$(jget "$out" jobs_per_s)" jobs/s "$(note_cap "$out")"
+  rec delayd "$cfg" tput100 "$(jget "$out" jobs_per_s)" jobs/s "$(step_note "$out" "$pid")"
   rec delayd "$cfg" tput100_client_cpu "$(jget "$out" client_cpu_s)" s
   if [[ $(jget "$out" jobs_done) == "$JOBS" && $(jget "$out" server_jobs) == "$JOBS" ]] && want delayd mem; then
     sleep 1.5
+    alive "$pid" || { stop_server "$pid"; return; }
     rss1=$(rss_kb "$pid")
     rec delayd "$cfg" rss_mib "$(calc "$rss1 / 1024")" MiB
     rec delayd "$cfg" rss_per_job "$(calc "($rss1 - $rss0) * 1024 / $JOBS")" B/job
@@ -432,7 +468,7 @@ delayd_single() {
     --topic "load1-$sync" --jobs "$JOBS" --conns $CONNS --batch 1 \
     --max-seconds "$CAP_SECONDS" || true
   raw "delayd $cfg load batch 1" "$out"
-  rec delayd "$cfg" tput1 "$(jget "$out" jobs_per_s)" jobs/s "$(note_cap "$out")"
+  rec delayd "$cfg" tput1 "$(jget "$out" jobs_per_s)" jobs/s "$(step_note "$out" "$SERVER_PID")"
   rec delayd "$cfg" tput1_p99 "$(calc "$(jget "$out" rtt_us_p99) / 1000")" ms
   rec delayd "$cfg" tput1_client_cpu "$(jget "$out" client_cpu_s)" s
   stop_server "$SERVER_PID"
@@ -455,9 +491,10 @@ delayd_big() {
     --jobs "$BIG_JOBS" --conns $CONNS --batch 1000 --max-seconds "$BIG_CAP_SECONDS" || true
   raw "delayd big load" "$out"
   done_jobs=$(jget "$out" server_jobs)
-  rec delayd "$cfg" big_load_rate "$(jget "$out" jobs_per_s)" jobs/s "$(note_cap "$out")"
+  rec delayd "$cfg" big_load_rate "$(jget "$out" jobs_per_s)" jobs/s "$(step_note "$out" "$pid")"
   if [[ -n $done_jobs && $done_jobs -gt 0 ]]; then
     sleep 1.5
+    alive "$pid" || { stop_server "$pid"; return; }
     rss1=$(rss_kb "$pid")
     rec delayd "$cfg" big_rss_mib "$(calc "$rss1 / 1024")" MiB "$done_jobs jobs pending"
     rec delayd "$cfg" big_rss_per_job "$(calc "($rss1 - $rss0) * 1024 / $done_jobs")" B/job "$done_jobs jobs pending"
@@ -504,89 +541,97 @@ delayd_burst() {
 
 # ------------------------------------------------------------ main
 
-setup
-build
-mkdir -p "$BUILD_DIR/compare"
-STAMP=$(date -u +%Y%m%d-%H%M%S)
-RAW=$BUILD_DIR/compare/raw-$STAMP.jsonl
-LOG=$BUILD_DIR/compare/log-$STAMP.txt
-COMMANDS=$BUILD_DIR/compare/commands-$STAMP.txt
-: >"$RAW"
-: >"$COMMANDS"
-REP=0
-log "raw results: $RAW; client stderr: $LOG"
-LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-FSYNC_PROBE=$("$DQ" fsync-probe --dir "$DATA_ROOT" --n 2000)
+# All of it in a function, so that bash has read the whole script before it
+# runs (editing a running script otherwise changes what it runs).
+main() {
 
-for ((REP = 1; REP <= REPS; REP++)); do
-  log "===== repetition $REP/$REPS"
-  # Throughput, memory and restart, interleaved by system as bench.py does.
-  for cfg in always everysec; do
-    if want redis tput || want redis mem; then log "redis $cfg: batched load / memory / restart"; peer_cycle redis "aof $cfg" "$cfg"; fi
-    if want redis tput; then log "redis $cfg: 1 per round trip"; peer_single redis "aof $cfg" "$cfg"; fi
-  done
-  for f in -f0 ""; do  # beanstalkd's default is -f50
-    cfg="binlog ${f:--f50 (default)}"
-    if want bean tput || want bean mem; then log "beanstalkd $cfg: batched load / memory / restart"; peer_cycle bean "$cfg" "$f"; fi
-    if want bean tput; then log "beanstalkd $cfg: 1 per round trip"; peer_single bean "$cfg" "$f"; fi
-  done
-  for sync in always none; do
-    if want delayd tput || want delayd mem; then log "delayd --sync=$sync: batched load / memory / restart"; delayd_cycle "$sync"; fi
-    if want delayd tput; then log "delayd --sync=$sync: 1 per round trip"; delayd_single "$sync"; fi
-  done
-  if ((BIG_JOBS > 0)) && want delayd big; then log "delayd: $BIG_JOBS pending"; delayd_big; fi
-  # Lateness.
-  if want redis late; then log "redis burst $BURST_JOBS"; peer_burst redis "$BURST_JOBS" late200; fi
-  if want bean late; then log "beanstalkd burst $BURST_JOBS"; peer_burst bean "$BURST_JOBS" late200; fi
-  if want delayd late; then log "delayd burst $BURST_JOBS"; delayd_burst late200 "$BURST_JOBS" --batch 100; fi
-  if ((LIGHT_JOBS > 0)); then
-    if want redis late; then log "redis burst $LIGHT_JOBS"; peer_burst redis "$LIGHT_JOBS" late20; fi
-    if want bean late; then log "beanstalkd burst $LIGHT_JOBS"; peer_burst bean "$LIGHT_JOBS" late20; fi
-    if want delayd late; then log "delayd burst $LIGHT_JOBS"; delayd_burst late20 "$LIGHT_JOBS" --batch 100; fi
-  fi
-  if ((BACKGROUND_JOBS > 0)) && want delayd late; then
-    log "delayd burst $BURST_JOBS with $BACKGROUND_JOBS more pending"
-    delayd_burst late1m "$BURST_JOBS" --batch 100 --background "$BACKGROUND_JOBS"
-  fi
-  if ((HERD_JOBS > 0)) && want delayd herd; then
-    log "delayd herd $HERD_JOBS"
-    delayd_burst herd "$HERD_JOBS" --batch 1000 --lead-ms $((10000 + HERD_JOBS / 50))
-  fi
-done
+  setup
+  build
+  mkdir -p "$BUILD_DIR/compare"
+  STAMP=$(date -u +%Y%m%d-%H%M%S)
+  RAW=$BUILD_DIR/compare/raw-$STAMP.jsonl
+  LOG=$BUILD_DIR/compare/log-$STAMP.txt
+  COMMANDS=$BUILD_DIR/compare/commands-$STAMP.txt
+  : >"$RAW"
+  : >"$COMMANDS"
+  REP=0
+  log "raw results: $RAW; client stderr: $LOG"
+  LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+  FSYNC_PROBE=$("$DQ" fsync-probe --dir "$DATA_ROOT" --n 2000)
 
-T_END=$(date +%s)
-{
-  printf '{"env": {'
-  printf '"date": "%s", ' "$(date -u '+%Y-%m-%d %H:%M UTC')"
-  printf '"minutes": %s, ' "$(calc "($T_END - $T_START) / 60")"
-  printf '"nproc": "%s", ' "$(nproc)"
-  printf '"cpu": "%s", ' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
-  printf '"memory": "%s", ' "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
-  printf '"kernel": "%s", ' "$(uname -sr)"
-  printf '"os": "%s", ' "$(. /etc/os-release && echo "$PRETTY_NAME")"
-  printf '"data_fs": "%s", ' "$(df -T "$DATA_ROOT" | tail -1 | awk '{print $1, $2}')"
-  printf '"load_start": "%s", ' "$LOAD_START"
-  printf '"load_end": "%s", ' "$(cut -d' ' -f1-3 /proc/loadavg)"
-  printf '"redis": "%s", ' "$(redis-server --version | sed 's/Redis server v=/Redis /; s/ sha=.*//')"
-  printf '"beanstalkd": "%s", ' "$(beanstalkd -v)"
-  printf '"gxx": "%s", ' "$(g++ --version | head -1)"
-  printf '"commit": "%s", ' "$(git -C "$REPO" log -1 --format='%h %s' | tr -d '"\\')"
-  printf '"build": "%s", ' "$BUILD_TYPE"
-  printf '"knobs": "REPS=%s JOBS=%s CAP_SECONDS=%s BURST_JOBS=%s LIGHT_JOBS=%s BACKGROUND_JOBS=%s HERD_JOBS=%s BIG_JOBS=%s BIG_CAP_SECONDS=%s ONLY=%s", ' \
-    "$REPS" "$JOBS" "$CAP_SECONDS" "$BURST_JOBS" "$LIGHT_JOBS" "$BACKGROUND_JOBS" "$HERD_JOBS" "$BIG_JOBS" "$BIG_CAP_SECONDS" "$ONLY"
-  printf '"fsync_probe": %s' "$FSYNC_PROBE"
-  printf '}}\n'
-} >>"$RAW"
-if [[ $WRITE == 1 ]]; then
-  $PY "$REPO/bench/delayd-bench/report.py" --raw "$RAW" --commands "$COMMANDS" \
-    --jobs "$JOBS" --burst "$BURST_JOBS" --light "$LIGHT_JOBS" \
-    --background "$BACKGROUND_JOBS" --herd "$HERD_JOBS" --big "$BIG_JOBS" \
-    --cap "$CAP_SECONDS" --reps "$REPS" --write "$REPO/BENCHMARKS.md"
-  log "wrote the table into $REPO/BENCHMARKS.md"
-else
-  $PY "$REPO/bench/delayd-bench/report.py" --raw "$RAW" --commands "$COMMANDS" \
-    --jobs "$JOBS" --burst "$BURST_JOBS" --light "$LIGHT_JOBS" \
-    --background "$BACKGROUND_JOBS" --herd "$HERD_JOBS" --big "$BIG_JOBS" \
-    --cap "$CAP_SECONDS" --reps "$REPS"
-fi
-log "done in $(calc "($(date +%s) - $T_START) / 60") min"
+  for ((REP = 1; REP <= REPS; REP++)); do
+    log "===== repetition $REP/$REPS"
+    # Throughput, memory and restart, interleaved by system as bench.py does.
+    for cfg in always everysec; do
+      if want redis tput || want redis mem; then log "redis $cfg: batched load / memory / restart"; peer_cycle redis "aof $cfg" "$cfg"; fi
+      if want redis tput; then log "redis $cfg: 1 per round trip"; peer_single redis "aof $cfg" "$cfg"; fi
+    done
+    for f in -f0 ""; do  # beanstalkd's default is -f50
+      cfg="binlog ${f:--f50 (default)}"
+      if want bean tput || want bean mem; then log "beanstalkd $cfg: batched load / memory / restart"; peer_cycle bean "$cfg" "$f"; fi
+      if want bean tput; then log "beanstalkd $cfg: 1 per round trip"; peer_single bean "$cfg" "$f"; fi
+    done
+    for sync in always none; do
+      if want delayd tput || want delayd mem; then log "delayd --sync=$sync: batched load / memory / restart"; delayd_cycle "$sync"; fi
+      if want delayd tput; then log "delayd --sync=$sync: 1 per round trip"; delayd_single "$sync"; fi
+    done
+    if ((BIG_JOBS > 0)) && want delayd big; then log "delayd: $BIG_JOBS pending"; delayd_big; fi
+    # Lateness.
+    if want redis late; then log "redis burst $BURST_JOBS"; peer_burst redis "$BURST_JOBS" late200; fi
+    if want bean late; then log "beanstalkd burst $BURST_JOBS"; peer_burst bean "$BURST_JOBS" late200; fi
+    if want delayd late; then log "delayd burst $BURST_JOBS"; delayd_burst late200 "$BURST_JOBS" --batch 100; fi
+    if ((LIGHT_JOBS > 0)); then
+      if want redis late; then log "redis burst $LIGHT_JOBS"; peer_burst redis "$LIGHT_JOBS" late20; fi
+      if want bean late; then log "beanstalkd burst $LIGHT_JOBS"; peer_burst bean "$LIGHT_JOBS" late20; fi
+      if want delayd late; then log "delayd burst $LIGHT_JOBS"; delayd_burst late20 "$LIGHT_JOBS" --batch 100; fi
+    fi
+    if ((BACKGROUND_JOBS > 0)) && want delayd late; then
+      log "delayd burst $BURST_JOBS with $BACKGROUND_JOBS more pending"
+      delayd_burst late1m "$BURST_JOBS" --batch 100 --background "$BACKGROUND_JOBS"
+    fi
+    if ((HERD_JOBS > 0)) && want delayd herd; then
+      log "delayd herd $HERD_JOBS"
+      delayd_burst herd "$HERD_JOBS" --batch 1000 --lead-ms $((10000 + HERD_JOBS / 50))
+    fi
+  done
+
+  T_END=$(date +%s)
+  {
+    printf '{"env": {'
+    printf '"date": "%s", ' "$(date -u '+%Y-%m-%d %H:%M UTC')"
+    printf '"minutes": %s, ' "$(calc "($T_END - $T_START) / 60")"
+    printf '"nproc": "%s", ' "$(nproc)"
+    printf '"cpu": "%s", ' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+    printf '"memory": "%s", ' "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+    printf '"kernel": "%s", ' "$(uname -sr)"
+    printf '"os": "%s", ' "$(. /etc/os-release && echo "$PRETTY_NAME")"
+    printf '"data_fs": "%s", ' "$(df -T "$DATA_ROOT" | tail -1 | awk '{print $1, $2}')"
+    printf '"load_start": "%s", ' "$LOAD_START"
+    printf '"load_end": "%s", ' "$(cut -d' ' -f1-3 /proc/loadavg)"
+    printf '"redis": "%s", ' "$(redis-server --version | sed 's/Redis server v=/Redis /; s/ sha=.*//')"
+    printf '"beanstalkd": "%s", ' "$(beanstalkd -v)"
+    printf '"gxx": "%s", ' "$(g++ --version | head -1)"
+    printf '"commit": "%s", ' "$(git -C "$REPO" log -1 --format='%h %s' | tr -d '"\\')"
+    printf '"build": "%s", ' "$BUILD_TYPE"
+    printf '"knobs": "REPS=%s JOBS=%s CAP_SECONDS=%s BURST_JOBS=%s LIGHT_JOBS=%s BACKGROUND_JOBS=%s HERD_JOBS=%s BIG_JOBS=%s BIG_CAP_SECONDS=%s ONLY=%s", ' \
+      "$REPS" "$JOBS" "$CAP_SECONDS" "$BURST_JOBS" "$LIGHT_JOBS" "$BACKGROUND_JOBS" "$HERD_JOBS" "$BIG_JOBS" "$BIG_CAP_SECONDS" "$ONLY"
+    printf '"fsync_probe": %s' "$FSYNC_PROBE"
+    printf '}}\n'
+  } >>"$RAW"
+  if [[ $WRITE == 1 ]]; then
+    $PY "$REPO/bench/delayd-bench/report.py" --raw "$RAW" --commands "$COMMANDS" \
+      --jobs "$JOBS" --burst "$BURST_JOBS" --light "$LIGHT_JOBS" \
+      --background "$BACKGROUND_JOBS" --herd "$HERD_JOBS" --big "$BIG_JOBS" \
+      --cap "$CAP_SECONDS" --reps "$REPS" --write "$REPO/BENCHMARKS.md"
+    log "wrote the table into $REPO/BENCHMARKS.md"
+  else
+    $PY "$REPO/bench/delayd-bench/report.py" --raw "$RAW" --commands "$COMMANDS" \
+      --jobs "$JOBS" --burst "$BURST_JOBS" --light "$LIGHT_JOBS" \
+      --background "$BACKGROUND_JOBS" --herd "$HERD_JOBS" --big "$BIG_JOBS" \
+      --cap "$CAP_SECONDS" --reps "$REPS"
+  fi
+  log "done in $(calc "($(date +%s) - $T_START) / 60") min"
+}
+
+main "$@"
+exit
