@@ -1,0 +1,58 @@
+// RunLoad: schedules jobs over `conns` channels (TCP connections), one call
+// in flight per connection, the next sent when the last one answered — the
+// peers' load loop (dqbench run_load: a blocking thread per connection)
+// over gRPC. The connections are driven asynchronously by `client_threads`
+// completion-queue threads, which costs the shared 2 cores less than a
+// blocking thread per connection. batch 1 sends one Schedule per round
+// trip, batch > 1 one ScheduleBatch of `batch` jobs. Round trips go into
+// preallocated arrays. Blocks until every connection is done or the cap
+// passed.
+#ifndef DELAYD_BENCH_DELAYD_BENCH_LOADER_H_
+#define DELAYD_BENCH_DELAYD_BENCH_LOADER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace delayd::bench {
+
+struct LoadSpec {
+  std::string target;  // host:port
+  std::string topic;
+  std::string id_prefix;  // ids are id_prefix + JobId(...)
+  int64_t jobs = 1'000'000;
+  int conns = 8;           // 1..9
+  int batch = 1;           // 1..1000
+  double max_seconds = 0;  // 0: no cap
+  // Due times: when window_ms > 0, uniform in [window_start_ms,
+  // window_start_ms + window_ms); else now + uniform [min_delay_ms,
+  // max_delay_ms].
+  int64_t min_delay_ms = 60'000;
+  int64_t max_delay_ms = 3'600'000;
+  int64_t window_start_ms = 0;
+  int64_t window_ms = 0;
+  uint64_t seed = 1000;  // thread t uses seed + t
+  int channel_tag = 0;   // distinct tags give distinct connections
+  int client_threads = 1;
+};
+
+struct LoadResult {
+  int64_t done = 0;    // jobs the server answered OK
+  int64_t errors = 0;  // jobs refused or calls failed
+  double secs = 0;     // from go to the last thread's end
+  bool capped = false;
+  std::vector<double> rtt_us;  // every round trip, sorted
+  std::string first_error;
+  // offsets[t]: the job index of thread t's first job (see JobIndex).
+  std::vector<int64_t> offsets;
+};
+
+LoadResult RunLoad(const LoadSpec& spec);
+
+// How RunLoad splits `jobs` among `conns` threads: the job index of each
+// thread's first job (the first jobs % conns threads take one more).
+std::vector<int64_t> FirstIndexes(int64_t jobs, int conns);
+
+}  // namespace delayd::bench
+
+#endif  // DELAYD_BENCH_DELAYD_BENCH_LOADER_H_

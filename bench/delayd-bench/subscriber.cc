@@ -1,0 +1,139 @@
+#include "bench/delayd-bench/subscriber.h"
+
+#include <chrono>
+#include <cmath>
+#include <utility>
+
+#include "bench/delayd-bench/common.h"
+
+namespace delayd::bench {
+
+Tally::Tally(int64_t jobs, size_t id_prefix_len, std::vector<int64_t> offsets)
+    : id_prefix_len(id_prefix_len),
+      offsets(std::move(offsets)),
+      lateness_ms(static_cast<size_t>(jobs), NAN),
+      seen(new std::atomic<uint8_t>[static_cast<size_t>(jobs)]) {
+  for (int64_t i = 0; i < jobs; ++i) seen[i].store(0);
+}
+
+Subscriber::Subscriber(std::shared_ptr<grpc::Channel> channel,
+                       const std::string& topic, const std::string& consumer,
+                       uint32_t max_in_flight, Tally* tally)
+    : stub_(v1::DelayQueue::NewStub(std::move(channel))), tally_(tally) {
+  request_.set_topic(topic);
+  request_.set_consumer(consumer);
+  request_.set_max_in_flight(max_in_flight);
+  reader_ = std::thread([this] { Read(); });
+  acker_ = std::thread([this] { AckLoop(); });
+}
+
+Subscriber::~Subscriber() { Stop(0); }
+
+void Subscriber::Stop(double timeout_ms) {
+  if (!reader_.joinable()) return;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock,
+                 std::chrono::microseconds(
+                     static_cast<int64_t>(std::max(0.0, timeout_ms) * 1000)),
+                 [this] { return to_ack_.empty() && !acking_; });
+  }
+  cancelled_ = true;
+  context_.TryCancel();
+  reader_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  acker_.join();
+}
+
+void Subscriber::Read() {
+  std::unique_ptr<grpc::ClientReader<v1::Delivery>> reader =
+      stub_->Subscribe(&context_, request_);
+  v1::Delivery delivery;
+  const int64_t jobs = static_cast<int64_t>(tally_->lateness_ms.size());
+  while (reader->Read(&delivery)) {
+    const double now = NowMs();
+    const v1::Job& job = delivery.job();
+    if (first_recv_ms_ == 0) first_recv_ms_ = now;
+    last_recv_ms_ = now;
+    ++deliveries_;
+    const double fire_at_ms =
+        job.fire_at().seconds() * 1e3 + job.fire_at().nanos() / 1e6;
+    if (now < fire_at_ms) tally_->early.fetch_add(1);
+    const int64_t due = PayloadDueMs(job.payload());
+    const int64_t index =
+        JobIndex(job.id(), tally_->id_prefix_len, tally_->offsets);
+    if (due < 0 || index < 0 || index >= jobs) {
+      tally_->foreign.fetch_add(1);
+    } else if (tally_->seen[index].exchange(1) != 0) {
+      tally_->duplicates.fetch_add(1);
+    } else {
+      tally_->lateness_ms[index] = now - static_cast<double>(due);
+      tally_->received.fetch_add(1, std::memory_order_relaxed);
+    }
+    bool wake;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      to_ack_.push_back(std::move(*delivery.mutable_ack_token()));
+      wake = to_ack_.size() == 1;
+    }
+    if (wake) cv_.notify_all();
+  }
+  const grpc::Status status = reader->Finish();
+  if (!cancelled_) {
+    stream_error_ = status.ok() ? "stream ended by the server"
+                                : std::to_string(status.error_code()) + ": " +
+                                      status.error_message();
+  }
+  ended_ = true;
+}
+
+void Subscriber::AckLoop() {
+  std::vector<std::string> tokens;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      acking_ = false;
+      cv_.notify_all();  // Stop() may be waiting for the queue to drain
+      cv_.wait(lock, [this] { return stop_ || !to_ack_.empty(); });
+      if (to_ack_.empty()) return;  // stopping
+      tokens.swap(to_ack_);
+      acking_ = true;
+    }
+    for (size_t i = 0; i < tokens.size(); i += 1000) {
+      v1::AckRequest request;
+      const size_t end = std::min(tokens.size(), i + 1000);
+      for (size_t k = i; k < end; ++k) {
+        request.add_ack_tokens(std::move(tokens[k]));
+      }
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::seconds(30));
+      v1::AckResponse response;
+      ++ack_calls_;
+      const grpc::Status status = stub_->Ack(&context, request, &response);
+      if (!status.ok()) {
+        ack_errors_ += static_cast<int64_t>(end - i);
+        continue;
+      }
+      for (const v1::AckResult& r : response.results()) {
+        if (r.code() == 0) {
+          ++acked_;
+        } else {
+          ++ack_errors_;
+        }
+      }
+    }
+    // A short pause after a small batch lets the next one fill up: fewer
+    // Ack calls for the shared cores, at no cost to the lateness (stamped
+    // on receipt) and a few more deliveries in flight.
+    const bool small = tokens.size() < 1000;
+    tokens.clear();
+    if (small) SleepMs(1);
+  }
+}
+
+}  // namespace delayd::bench
