@@ -11,21 +11,26 @@
 namespace delayd::server {
 
 DelayQueueService::DelayQueueService(JobService* jobs, RpcMetrics* metrics,
-                                     int worker_threads)
+                                     bool synced_writes, int worker_threads)
     : jobs_(jobs), metrics_(metrics), pool_(worker_threads) {
+  // Single-job writes wait for an fsync only under --sync=always. Ack, Nack
+  // and ExtendLease never sync (DESIGN: a lost lease transition only causes
+  // a redelivery); GetJob is one point read.
+  const Run single_write = synced_writes ? Run::kOnWorker : Run::kInline;
   // Indices: the rpcs' order in delayd.proto's service DelayQueue.
-  RegisterUnary(0, "Schedule", &JobService::Schedule);
-  RegisterUnary(1, "ScheduleBatch", &JobService::ScheduleBatch);
-  RegisterUnary(2, "Reschedule", &JobService::Reschedule);
-  RegisterUnary(3, "Cancel", &JobService::Cancel);
-  RegisterUnary(4, "CancelByPrefix", &JobService::CancelByPrefix);
-  RegisterUnary(5, "GetJob", &JobService::GetJob);
-  RegisterUnary(6, "ListJobs", &JobService::ListJobs);
-  RegisterUnary(8, "Ack", &JobService::Ack);
-  RegisterUnary(9, "Nack", &JobService::Nack);
-  RegisterUnary(10, "ExtendLease", &JobService::ExtendLease);
-  RegisterUnary(11, "Redrive", &JobService::Redrive);
-  RegisterUnary(12, "GetStats", &JobService::GetStats);
+  RegisterUnary(0, "Schedule", &JobService::Schedule, single_write);
+  RegisterUnary(1, "ScheduleBatch", &JobService::ScheduleBatch, Run::kOnWorker);
+  RegisterUnary(2, "Reschedule", &JobService::Reschedule, single_write);
+  RegisterUnary(3, "Cancel", &JobService::Cancel, single_write);
+  RegisterUnary(4, "CancelByPrefix", &JobService::CancelByPrefix,
+                Run::kOnWorker);
+  RegisterUnary(5, "GetJob", &JobService::GetJob, Run::kInline);
+  RegisterUnary(6, "ListJobs", &JobService::ListJobs, Run::kOnWorker);
+  RegisterUnary(8, "Ack", &JobService::Ack, Run::kInline);
+  RegisterUnary(9, "Nack", &JobService::Nack, Run::kInline);
+  RegisterUnary(10, "ExtendLease", &JobService::ExtendLease, Run::kInline);
+  RegisterUnary(11, "Redrive", &JobService::Redrive, Run::kOnWorker);
+  RegisterUnary(12, "GetStats", &JobService::GetStats, Run::kOnWorker);
 }
 
 grpc::ServerWriteReactor<v1::Delivery>* DelayQueueService::Subscribe(
@@ -43,14 +48,14 @@ grpc::ServerWriteReactor<v1::Delivery>* DelayQueueService::Subscribe(
 template <typename Request, typename Response>
 void DelayQueueService::RegisterUnary(
     int index, const char* name,
-    absl::StatusOr<Response> (JobService::*method)(const Request&)) {
+    absl::StatusOr<Response> (JobService::*method)(const Request&), Run run) {
   MarkMethodRawCallback(
       index,
       new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer,
                                                grpc::ByteBuffer>(
-          [this, name, method](grpc::CallbackServerContext* context,
-                               const grpc::ByteBuffer* request_bytes,
-                               grpc::ByteBuffer* response_bytes) {
+          [this, name, method, run](grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request_bytes,
+                                    grpc::ByteBuffer* response_bytes) {
             const absl::Time start = absl::Now();
             grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
             // The nested lambdas capture plain pointers, not `this`: built
@@ -77,11 +82,16 @@ void DelayQueueService::RegisterUnary(
               finish(s);
               return reactor;
             }
-            pool_.Run([jobs, method, request, response_bytes, finish] {
+            auto call = [jobs, method, request, response_bytes, finish] {
               absl::StatusOr<Response> result = (jobs->*method)(*request);
               if (result.ok()) SerializeResponse(*result, *response_bytes);
               finish(result.status());
-            });
+            };
+            if (run == Run::kInline) {
+              call();
+            } else {
+              pool_.Run(std::move(call));
+            }
             return reactor;
           }));
 }

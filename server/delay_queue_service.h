@@ -2,9 +2,13 @@
 // callback API. Unary rpcs are registered as raw methods: the request bytes
 // are parsed here (request_parser.h) so that even a request protobuf itself
 // refuses (invalid UTF-8 in a string) gets INVALID_ARGUMENT naming the
-// field. Each call is handed to the JobService on a worker thread (the logic
-// may wait for an fsync; gRPC callbacks must not block), and the reactor is
-// finished from there, the status converted in one place. An rpc not
+// field. A call that may wait for an fsync (a synced write under
+// --sync=always) or run long (batches, prefix scans, ListJobs, GetStats) is
+// handed to the JobService on a worker thread, since gRPC callbacks must not
+// block; the others (Ack, Nack, ExtendLease, GetJob, and single-job writes
+// under --sync=none) run on gRPC's callback thread, which saves two thread
+// hand-offs per call. Either way the reactor is finished with the status
+// converted in one place. An rpc not
 // registered here answers UNIMPLEMENTED (the generated default). Subscribe
 // returns a SubscribeReactor (subscribe_reactor.h), which streams what the
 // Deliverer hands it.
@@ -26,8 +30,9 @@ namespace delayd::server {
 
 class DelayQueueService final : public v1::DelayQueue::CallbackService {
  public:
-  // `jobs` and `metrics` must outlive the service.
-  DelayQueueService(JobService* jobs, RpcMetrics* metrics,
+  // `jobs` and `metrics` must outlive the service. `synced_writes`: whether
+  // Schedule, Reschedule and Cancel wait for an fsync (--sync=always).
+  DelayQueueService(JobService* jobs, RpcMetrics* metrics, bool synced_writes,
                     int worker_threads = 16);
   DelayQueueService(const DelayQueueService&) = delete;
   DelayQueueService& operator=(const DelayQueueService&) = delete;
@@ -41,12 +46,14 @@ class DelayQueueService final : public v1::DelayQueue::CallbackService {
       const v1::SubscribeRequest* request) override;
 
  private:
+  // Where a call runs (see the class comment).
+  enum class Run { kInline, kOnWorker };
   // Registers `method` of the JobService as raw unary method `index` of the
   // service (the method's position in delayd.proto).
   template <typename Request, typename Response>
   void RegisterUnary(
       int index, const char* name,
-      absl::StatusOr<Response> (JobService::*method)(const Request&));
+      absl::StatusOr<Response> (JobService::*method)(const Request&), Run run);
 
   JobService* const jobs_;
   RpcMetrics* const metrics_;
