@@ -68,7 +68,7 @@ void JobService::AdvanceHorizon() {
     timers_.SetHorizon(old_end);
     return;
   }
-  timers_.ArmBatchIfUntracked(entries);
+  timers_.AddHorizonTimers(entries);
 }
 
 }  // namespace delayd::server

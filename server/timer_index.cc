@@ -73,20 +73,16 @@ void TimerIndex::SetHorizon(int64_t end_ms) {
   horizon_ms_ = end_ms;
 }
 
-void TimerIndex::ArmBatchIfUntracked(std::span<const Entry> entries) {
+void TimerIndex::AddHorizonTimers(std::span<const Entry> entries) {
   std::vector<timer::TimerEntry> timers;
-  std::vector<const Entry*> added;
-  absl::MutexLock lock(&mu_);
-  for (const Entry& e : entries) {
-    auto it = slots_.find(e.hash);
-    if (it != slots_.end() && it->second.check == e.check) continue;
-    timers.push_back({e.due_ms, e.hash});
-    added.push_back(&e);
-  }
-  if (timers.empty()) return;
+  timers.reserve(entries.size());
+  for (const Entry& e : entries) timers.push_back({e.due_ms, e.hash});
   const std::vector<timer::TimerHandle> handles = scheduler_->AddBatch(timers);
-  for (size_t i = 0; i < added.size(); ++i) {
-    TrackLocked(added[i]->hash, added[i]->check, handles[i]);
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    auto it = slots_.find(entries[i].hash);
+    if (it != slots_.end() && it->second.check == entries[i].check) continue;
+    TrackLocked(entries[i].hash, entries[i].check, handles[i]);
   }
 }
 

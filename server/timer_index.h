@@ -18,7 +18,7 @@
 //
 // Thread-safe. REQUIRES of callers: the KeyLocks stripe of the key is held
 // around each call, so one key's Arm/Disarm/Fired never interleave (except
-// ArmBatchIfUntracked, which needs no lock).
+// AddHorizonTimers, which needs no lock).
 #ifndef DELAYD_SERVER_TIMER_INDEX_H_
 #define DELAYD_SERVER_TIMER_INDEX_H_
 
@@ -62,15 +62,17 @@ class TimerIndex {
   // The due time up to which jobs have timers (kNoHorizon by default).
   int64_t horizon() const;
   // Moves the horizon to `end_ms`. Arm calls that read the new horizon
-  // arm up to it; the caller then arms, with ArmBatchIfUntracked, the due
+  // arm up to it; the caller then adds, with AddHorizonTimers, the due
   // index between the old and the new horizon as read after this call.
   void SetHorizon(int64_t end_ms);
-  // For the horizon loader: adds timers for the entries whose key has no
-  // tracked timer. Needs no key lock: an entry read from the due index
-  // before a concurrent change of its job is either skipped (the change
-  // armed the key) or becomes a timer that fires for nothing (the job was
-  // canceled or moved past the horizon); neither breaks the rule above.
-  void ArmBatchIfUntracked(std::span<const Entry> entries);
+  // For the horizon loader: adds a timer for every entry, tracked when its
+  // key has no tracked timer, else left untracked (a hint verified when it
+  // fires), so that a concurrent Arm's timer, from a newer due time, is
+  // never moved. Needs no key lock: an entry read before a concurrent change
+  // of its job at worst adds a timer that fires for nothing. And a key whose
+  // tracked timer already fired for nothing (a stale entry of an earlier
+  // pass) still gets its timer.
+  void AddHorizonTimers(std::span<const Entry> entries);
 
   size_t tracked() const;
 
