@@ -430,34 +430,51 @@ absl::StatusOr<v1::CancelByPrefixResponse> JobService::CancelByPrefix(
       !s.ok()) {
     return s;
   }
-  constexpr size_t kChunk = 500;
+  absl::StatusOr<uint64_t> canceled = ChangeByPrefix(
+      req.topic(), req.id_prefix(),
+      [](v1::JobState state) { return IsLive(state); },
+      [this](const JobRecord& stored, int64_t now_ms) {
+        v1::CancelResponse ignored;
+        return DecideCancel(stored, now_ms, ignored);
+      });
+  if (!canceled.ok()) return canceled.status();
   v1::CancelByPrefixResponse response;
+  response.set_canceled(*canceled);
+  return response;
+}
+
+absl::StatusOr<uint64_t> JobService::ChangeByPrefix(
+    const std::string& topic, const std::string& id_prefix,
+    absl::FunctionRef<bool(v1::JobState)> selects,
+    absl::FunctionRef<Decision(const JobRecord&, int64_t)> decide) {
+  constexpr size_t kChunk = 500;
+  uint64_t changed = 0;
   std::string after;
   bool more = true;
   while (more) {
-    // Collect a chunk of live ids, then cancel them in one write under their
-    // locks, re-reading each: a job may have changed since the scan.
+    // Collect a chunk of selected ids, then change them in one synced write
+    // under their locks, re-reading each: a job may have changed since the
+    // scan.
     std::vector<std::string> ids;
     more = false;
-    absl::Status scan = store_->ScanJobs(req.topic(), req.id_prefix(), after,
-                                         [&](const JobRecord& record) {
-                                           if (ids.size() == kChunk) {
-                                             more = true;
-                                             return false;
-                                           }
-                                           if (IsLive(record.job().state()))
-                                             ids.push_back(record.job().id());
-                                           after = record.job().id();
-                                           return true;
-                                         });
+    absl::Status scan =
+        store_->ScanJobs(topic, id_prefix, after, [&](const JobRecord& record) {
+          if (ids.size() == kChunk) {
+            more = true;
+            return false;
+          }
+          if (selects(record.job().state())) ids.push_back(record.job().id());
+          after = record.job().id();
+          return true;
+        });
     if (!scan.ok()) return scan;
     if (ids.empty()) break;
     const int64_t now_ms = clock_->NowMs();
     std::vector<uint64_t> hashes;
     std::vector<storage::JobKeyView> keys;
     for (const std::string& id : ids) {
-      hashes.push_back(KeyHash(req.topic(), id));
-      keys.push_back({req.topic(), id});
+      hashes.push_back(KeyHash(topic, id));
+      keys.push_back({topic, id});
     }
     KeyLocks::Guard guard(locks_, hashes);
     absl::StatusOr<std::vector<std::optional<JobRecord>>> stored =
@@ -465,11 +482,10 @@ absl::StatusOr<v1::CancelByPrefixResponse> JobService::CancelByPrefix(
     if (!stored.ok()) return stored.status();
     std::vector<Decision> decisions;
     std::vector<Mutation> mutations;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      // Only live jobs: a job that died since the scan is left alone.
-      if (!(*stored)[i] || !IsLive((*stored)[i]->job().state())) continue;
-      v1::CancelResponse ignored;
-      decisions.push_back(DecideCancel((*stored)[i], now_ms, ignored));
+    for (const std::optional<JobRecord>& old : *stored) {
+      // A job whose state changed since the scan is left alone.
+      if (!old || !selects(old->job().state())) continue;
+      decisions.push_back(decide(*old, now_ms));
       mutations.push_back(*decisions.back().mutation);
     }
     if (absl::Status s = store_->Apply(mutations, storage::Durability::kSync);
@@ -477,9 +493,9 @@ absl::StatusOr<v1::CancelByPrefixResponse> JobService::CancelByPrefix(
       return s;
     }
     for (const Decision& d : decisions) Commit(d);
-    response.set_canceled(response.canceled() + decisions.size());
+    changed += decisions.size();
   }
-  return response;
+  return changed;
 }
 
 }  // namespace delayd::server

@@ -54,6 +54,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -174,6 +175,15 @@ class JobService {
   // Cancel of the stored job; fills response's outcome and job.
   Decision DecideCancel(const std::optional<storage::JobRecord>& stored,
                         int64_t now_ms, v1::CancelResponse& response);
+  // Changes the jobs of `topic` whose id starts with `id_prefix` and whose
+  // state `selects` (CancelByPrefix, Redrive): in synced chunks of 500, each
+  // scanned, re-read under its keys' locks, decided by `decide` and written
+  // in one batch. Returns how many changed. On a store error the chunks
+  // written before it stand.
+  absl::StatusOr<uint64_t> ChangeByPrefix(
+      const std::string& topic, const std::string& id_prefix,
+      absl::FunctionRef<bool(v1::JobState)> selects,
+      absl::FunctionRef<Decision(const storage::JobRecord&, int64_t)> decide);
   // After a successful write of `d`: timers and counts.
   void Commit(const Decision& d);
   // Whether the stored record takes its id for Schedule and Reschedule: a
