@@ -1,28 +1,14 @@
 #include "server/rpc_metrics.h"
 
+#include "absl/status/status.h"
+
 namespace delayd::server {
 
-const char* GrpcCodeName(int code) {
-  static constexpr const char* kNames[] = {
-      "OK",
-      "CANCELLED",
-      "UNKNOWN",
-      "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED",
-      "NOT_FOUND",
-      "ALREADY_EXISTS",
-      "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED",
-      "FAILED_PRECONDITION",
-      "ABORTED",
-      "OUT_OF_RANGE",
-      "UNIMPLEMENTED",
-      "INTERNAL",
-      "UNAVAILABLE",
-      "DATA_LOSS",
-      "UNAUTHENTICATED",
-  };
-  return code >= 0 && code < 17 ? kNames[code] : "UNKNOWN";
+std::string GrpcCodeName(int code) {
+  // gRPC's codes are Abseil's, number for number and name for name.
+  std::string name =
+      absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+  return name.empty() ? "UNKNOWN" : name;
 }
 
 RpcMetrics::RpcMetrics(prometheus::Registry& registry)

@@ -41,7 +41,7 @@ class RpcMetrics {
 };
 
 // The name Prometheus shows for a gRPC status code, e.g. "NOT_FOUND".
-const char* GrpcCodeName(int code);
+std::string GrpcCodeName(int code);
 
 }  // namespace delayd::server
 
