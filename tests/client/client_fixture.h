@@ -22,8 +22,6 @@ namespace delayd::testing {
 bool Eventually(const std::function<bool()>& condition,
                 absl::Duration timeout = absl::Seconds(20));
 
-// GET http://<address>/metrics; "" on failure.
-std::string ScrapeMetrics(const std::string& address);
 // The value of the sample `series` (e.g.
 // `delayd_rpcs_total{method="Ack",code="OK"}`, labels in the order the
 // server prints them) in a scrape, or -1 when absent.

@@ -4,11 +4,6 @@
 // only never-early and a loose bound, so that a busy machine does not fail
 // it. The load generator of issue 8 measures properly. Then /metrics must
 // show the same flow.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -22,33 +17,6 @@
 
 namespace delayd::testing {
 namespace {
-
-// GET http://<address>/metrics (address "127.0.0.1:port"); "" on failure.
-std::string ScrapeMetrics(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port =
-      htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
-  if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) !=
-      1) {
-    return "";
-  }
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request =
-        "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
-    if (write(fd, request.data(), request.size()) ==
-        static_cast<ssize_t>(request.size())) {
-      char buf[65536];
-      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) out.append(buf, n);
-    }
-  }
-  close(fd);
-  return out;
-}
 
 // DELAYD_LATENESS_JOBS (a multiple of 1000) overrides the 10,000 jobs.
 int JobCount() {

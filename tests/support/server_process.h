@@ -26,6 +26,10 @@ std::string DelaydBinary();
 // A new empty directory under the test temp dir.
 std::string MakeTempDir();
 
+// GET http://<address>/metrics (address "127.0.0.1:port", e.g. a
+// DelaydProcess's metrics_address()); the whole HTTP response, "" on failure.
+std::string ScrapeMetrics(const std::string& address);
+
 class DelaydProcess {
  public:
   // Starts delayd with `extra_args` on top of --listen / --metrics-listen on
