@@ -1,57 +1,84 @@
-// KeyLocks: striped mutexes that serialize read-modify-write of one job
-// (read the record, decide, write, update timers). A job's stripe is chosen
-// by its KeyHash, so all keys sharing a hash share a stripe.
+// KeyLocks: per-job locks that serialize read-modify-write of one job (read
+// the record, decide, write, update timers). A job is locked by its KeyHash,
+// so keys sharing a 64-bit hash share a lock; any two other jobs never wait
+// for each other.
 //
-// Locking many stripes (a batch) takes them in ascending order, which is
-// deadlock-free against any other multi-lock and single locks. Thread-safe.
+// A Guard takes all its hashes at once or waits until none of them is held,
+// so batches never deadlock against each other or against single locks (no
+// lock order to keep). What is held is a set of hashes under one mutex, held
+// only to look the hashes up: a thread waits only for a true conflict (the
+// same job), never because a batch of a thousand acks shares a stripe with a
+// batch of dispatched jobs, as striped mutexes made them do.
+//
+// A thread must not take a second Guard while it holds one. Thread-safe.
 #ifndef DELAYD_SERVER_KEY_LOCKS_H_
 #define DELAYD_SERVER_KEY_LOCKS_H_
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 
 namespace delayd::server {
 
 class KeyLocks {
  public:
-  static constexpr size_t kStripes = 4096;
-
-  // Holds the stripes of a set of hashes until destroyed.
+  // Holds the locks of a set of hashes until destroyed.
   class Guard {
    public:
-    Guard(KeyLocks& locks, const std::vector<uint64_t>& hashes)
-        : locks_(locks) {
-      stripes_.reserve(hashes.size());
-      for (uint64_t h : hashes) stripes_.push_back(Stripe(h));
-      std::sort(stripes_.begin(), stripes_.end());
-      stripes_.erase(std::unique(stripes_.begin(), stripes_.end()),
-                     stripes_.end());
-      for (size_t s : stripes_) locks_.mu_[s].Lock();
+    Guard(KeyLocks& locks, std::vector<uint64_t> hashes)
+        : locks_(locks), hashes_(std::move(hashes)) {
+      std::sort(hashes_.begin(), hashes_.end());
+      hashes_.erase(std::unique(hashes_.begin(), hashes_.end()), hashes_.end());
+      locks_.Acquire(hashes_);
     }
     Guard(KeyLocks& locks, uint64_t hash) : Guard(locks, std::vector{hash}) {}
     Guard(const Guard&) = delete;
     Guard& operator=(const Guard&) = delete;
-    ~Guard() {
-      for (auto it = stripes_.rbegin(); it != stripes_.rend(); ++it) {
-        locks_.mu_[*it].Unlock();
-      }
-    }
+    ~Guard() { locks_.Release(hashes_); }
 
    private:
     KeyLocks& locks_;
-    std::vector<size_t> stripes_;
+    std::vector<uint64_t> hashes_;  // sorted, unique
   };
 
- private:
-  static size_t Stripe(uint64_t hash) {
-    return static_cast<size_t>((hash >> 32) ^ hash) % kStripes;
+  // How many hashes are held now (tests).
+  size_t HeldForTesting() {
+    absl::MutexLock lock(&mu_);
+    return held_.size();
   }
 
-  std::array<absl::Mutex, kStripes> mu_;
+ private:
+  struct Request {
+    KeyLocks* locks;
+    const std::vector<uint64_t>* hashes;
+  };
+
+  // Evaluated by Await with mu_ held (which the analysis cannot see).
+  static bool AllFree(Request* r) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    for (uint64_t h : *r->hashes) {
+      if (r->locks->held_.contains(h)) return false;
+    }
+    return true;
+  }
+
+  void Acquire(const std::vector<uint64_t>& hashes) {
+    Request request{this, &hashes};
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&AllFree, &request));
+    held_.insert(hashes.begin(), hashes.end());
+  }
+
+  void Release(const std::vector<uint64_t>& hashes) {
+    absl::MutexLock lock(&mu_);
+    for (uint64_t h : hashes) held_.erase(h);
+  }
+
+  absl::Mutex mu_;
+  absl::flat_hash_set<uint64_t> held_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace delayd::server

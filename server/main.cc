@@ -14,8 +14,8 @@
 
 int main(int argc, char** argv) {
   // Debian's Abseil checks lock order on every absl::Mutex acquisition
-  // while others are held (a debug aid). A batch holds up to 1000 KeyLocks
-  // stripes, which made this check the server's main cost (30% of the CPU
+  // while others are held (a debug aid). When KeyLocks were striped mutexes
+  // (a batch held up to 1000) it was the server's main cost (30% of the CPU
   // delivering 100,000 jobs). Tests keep it on; the server turns it off.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::StatusOr<delayd::server::Config> config =
