@@ -10,7 +10,6 @@
 #include "absl/time/clock.h"
 #include "server/ack_token.h"
 #include "server/log.h"
-#include "server/present.h"
 #include "server/validation.h"
 #include "storage/job_record.h"
 
@@ -277,7 +276,7 @@ void Deliverer::Dispatch(const std::string& topic) {
     if (stored.ok()) {
       absl::MutexLock lock(&mu_);
       for (size_t i = 0; i < ids.size(); ++i) {
-        const std::optional<JobRecord>& old = (*stored)[i];
+        std::optional<JobRecord>& old = (*stored)[i];
         if (!old.has_value()) continue;  // gone since it fell due
         const v1::Job& job = old->job();
         const v1::JobState state = job.state();
@@ -296,16 +295,17 @@ void Deliverer::Dispatch(const std::string& topic) {
           d_.timers->Arm(hashes[i], KeyCheck(topic, ids[i]), due_ms);
           continue;
         }
-        JobRecord record = *old;
+        // The record is read for this put only: change it in place.
+        const std::optional<int64_t> due_entry = storage::DueIndexEntryOf(*old);
+        JobRecord record = *std::move(old);
         v1::Job& next = *record.mutable_job();
         next.set_state(v1::JOB_STATE_IN_FLIGHT);
-        next.set_attempts(job.attempts() + 1);
+        next.set_attempts(next.attempts() + 1);
         *next.mutable_updated_at() = UnixMsToTimestamp(now_ms);
         record.set_delivery_nonce(NewNonceLocked());
         record.set_lease_expires_at_ms(now_ms +
-                                       DurationMs(job.retry().lease()));
-        mutations.push_back(
-            Mutation::Put(std::move(record), storage::DueIndexEntryOf(*old)));
+                                       DurationMs(next.retry().lease()));
+        mutations.push_back(Mutation::Put(std::move(record), due_entry));
         picked.push_back(i);
       }
     }
@@ -339,12 +339,15 @@ void Deliverer::Dispatch(const std::string& topic) {
                   *mutations[k].new_due_ms()});
         Send& send = sends.emplace_back();
         send.sink = sub->second.sink;
-        *send.delivery.mutable_job() = PresentJob(record, now_ms);
         send.delivery.set_ack_token(EncodeAckToken(
             {topic, id, record.job().attempts(), record.delivery_nonce()}));
         send.delivery.set_attempt(record.job().attempts());
         *send.delivery.mutable_lease_expires_at() =
             UnixMsToTimestamp(record.lease_expires_at_ms());
+        // Written: the mutation's job is needed no more (IN_FLIGHT is shown
+        // as stored, so PresentJob would copy it unchanged).
+        send.delivery.mutable_job()->Swap(
+            mutations[k].mutable_record().mutable_job());
       }
       // Credit reserved for nobody (jobs gone, not due, orphaned) returns.
       for (size_t k = picked.size(); k < slots.size(); ++k) {

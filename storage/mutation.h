@@ -49,6 +49,10 @@ class Mutation {
   JobKeyView key() const { return {topic(), id()}; }
   // REQUIRES: kind() == kPut.
   const JobRecord& record() const { return record_; }
+  // For a caller that keeps the mutation after Apply and wants its record's
+  // parts without a copy (topic() and id() read it). REQUIRES: kind() ==
+  // kPut.
+  JobRecord& mutable_record() { return record_; }
   std::optional<int64_t> previous_due_ms() const { return previous_due_ms_; }
   // The due entry this mutation leaves: DueIndexEntryOf(record()) for a put,
   // nullopt for a delete.
