@@ -8,7 +8,7 @@ packages=(
   # build
   cmake make g++ pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev librocksdb-dev prometheus-cpp-dev
+  libabsl-dev librocksdb-dev prometheus-cpp-dev libjemalloc-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang-format
   python3 python3-grpcio python3-protobuf
