@@ -71,8 +71,8 @@ class Stream {
       writing_ = true;
       next = &queue_.front();
     }
-    // Never a hint on the write that starts a run: on gRPC 1.51 a hinted
-    // first write of a stream is held back and never completes.
+    // No hint on the write that starts a run (as delayd): with one, the
+    // first deliveries of a stream never reached the client here.
     Write(next, false);
   }
 
