@@ -1,0 +1,425 @@
+// floor_server: the transport floor of delayd's delivery path. It serves
+// just enough of delayd.v1.DelayQueue (Schedule, ScheduleBatch, Subscribe,
+// Ack, GetStats, and grpc.health.v1) for `delayd-bench burst` and `herd` to
+// run against it unchanged, with everything but gRPC taken away: jobs live
+// in a mutex-guarded std::multimap per topic, one timer thread hands due jobs
+// to subscribers round-robin within their max_in_flight credit, and the
+// messages on the wire are the size delayd's are (the full job, an ack token
+// of delayd's length, lease_expires_at). What delayd's delivery costs beyond
+// this server's is delayd's own work.
+//
+// Left out on purpose: durability (no store, no WAL), validation (a request
+// is taken as it comes), leases (no lease timers, no redelivery; a job whose
+// stream ends unacked is simply gone), Nack/ExtendLease/Cancel and the query
+// rpcs (UNIMPLEMENTED), ids made by the server, if_exists, retention.
+//
+// Usage: floor_server [ADDRESS]   (default 127.0.0.1:7600; runs until killed)
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "delayd/v1/delayd.grpc.pb.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace delayd::floor {
+namespace {
+
+constexpr int64_t kNever = INT64_MAX;
+constexpr int64_t kLeaseMs = 30'000;
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+google::protobuf::Timestamp Ts(int64_t ms) {
+  google::protobuf::Timestamp t;
+  t.set_seconds(ms / 1000);
+  t.set_nanos(static_cast<int32_t>(ms % 1000) * 1'000'000);
+  return t;
+}
+
+// One Subscribe stream's write side, as server/subscribe_reactor.cc: one
+// write outstanding, the rest queued, buffer_hint on all but the last of a
+// run. Shared with the timer thread, which may Send after the stream ended:
+// those are dropped. The reactor is touched only while a write is
+// outstanding or before Finish, so never after OnDone.
+class Stream {
+ public:
+  explicit Stream(grpc::ServerWriteReactor<v1::Delivery>* reactor)
+      : reactor_(reactor) {}
+
+  void Send(std::vector<v1::Delivery> deliveries) {
+    const v1::Delivery* next;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      for (v1::Delivery& d : deliveries) queue_.push_back(std::move(d));
+      if (writing_) return;  // chained from WriteDone
+      writing_ = true;
+      next = &queue_.front();
+    }
+    // No hint on the write that starts a run (as delayd): with one, the
+    // first deliveries of a stream never reached the client here.
+    Write(next, false);
+  }
+
+  void Finish(const grpc::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      finished_ = true;
+      status_ = status;
+      if (writing_) return;
+    }
+    reactor_->Finish(status);
+  }
+
+  void WriteDone(bool ok) {
+    const v1::Delivery* next = nullptr;
+    bool more = false;
+    grpc::Status finish;
+    {
+      absl::MutexLock lock(&mu_);
+      queue_.pop_front();
+      if (!ok && !finished_) {
+        finished_ = true;
+        status_ = grpc::Status(grpc::StatusCode::CANCELLED, "write failed");
+      }
+      if (finished_) {
+        writing_ = false;
+        queue_.clear();
+        finish = status_;
+      } else if (!queue_.empty()) {
+        next = &queue_.front();
+        more = queue_.size() > 1;
+      } else {
+        writing_ = false;
+        return;
+      }
+    }
+    if (next != nullptr) {
+      Write(next, more);
+    } else {
+      reactor_->Finish(finish);
+    }
+  }
+
+ private:
+  void Write(const v1::Delivery* d, bool more) {
+    grpc::WriteOptions options;
+    if (more) options.set_buffer_hint();
+    reactor_->StartWrite(d, options);
+  }
+
+  grpc::ServerWriteReactor<v1::Delivery>* const reactor_;
+  absl::Mutex mu_;
+  std::deque<v1::Delivery> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+// The jobs, subscribers and in-flight deliveries, and the timer thread that
+// fires due jobs. Thread-safe.
+class Queue {
+ public:
+  Queue() : timer_([this] { Run(); }) {}
+  ~Queue() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    timer_.join();
+  }
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+
+  // The job as delayd stores it (and repeats in the reply).
+  v1::Job Add(const v1::JobSpec& spec, int64_t now_ms) {
+    v1::Job job;
+    job.set_topic(spec.topic());
+    job.set_id(spec.id());
+    job.set_payload(spec.payload());
+    job.set_state(v1::JOB_STATE_SCHEDULED);
+    int64_t due = now_ms;
+    if (spec.has_fire_at()) {
+      due =
+          spec.fire_at().seconds() * 1000 + spec.fire_at().nanos() / 1'000'000;
+    } else if (spec.has_delay()) {
+      due += spec.delay().seconds() * 1000 + spec.delay().nanos() / 1'000'000;
+    }
+    *job.mutable_fire_at() = Ts(due);
+    v1::RetryPolicy* retry = job.mutable_retry();
+    retry->set_max_attempts(10);
+    retry->mutable_lease()->set_seconds(kLeaseMs / 1000);
+    retry->mutable_initial_backoff()->set_seconds(1);
+    retry->mutable_max_backoff()->set_seconds(600);
+    retry->set_backoff_multiplier(2);
+    *job.mutable_labels() = spec.labels();
+    *job.mutable_created_at() = Ts(now_ms);
+    *job.mutable_updated_at() = Ts(now_ms);
+    absl::MutexLock lock(&mu_);
+    topics_[spec.topic()].jobs.emplace(due, job);
+    if (due < next_wake_) kick_ = true;
+    return job;
+  }
+
+  uint64_t Subscribe(const v1::SubscribeRequest& req,
+                     std::shared_ptr<Stream> stream) {
+    absl::MutexLock lock(&mu_);
+    const uint64_t id = ++last_sub_;
+    const uint32_t credit =
+        req.max_in_flight() == 0 ? 100 : req.max_in_flight();
+    subs_.emplace(id, Sub{credit, std::move(stream)});
+    topics_[req.topic()].subs.push_back(id);
+    kick_ = true;
+    return id;
+  }
+
+  void Unsubscribe(uint64_t id) {
+    absl::MutexLock lock(&mu_);
+    subs_.erase(id);
+    for (auto& [name, t] : topics_) std::erase(t.subs, id);
+  }
+
+  void Ack(const v1::AckRequest& req, v1::AckResponse* resp) {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& token : req.ack_tokens()) {
+      v1::AckResult* r = resp->add_results();
+      r->set_ack_token(token);
+      auto it = in_flight_.find(token);
+      if (it == in_flight_.end()) {
+        r->set_code(grpc::StatusCode::FAILED_PRECONDITION);
+        r->set_message("ack_token: stale");
+        continue;
+      }
+      auto sub = subs_.find(it->second.sub);
+      if (sub != subs_.end()) ++sub->second.credit;
+      --it->second.topic->in_flight;
+      in_flight_.erase(it);
+    }
+    kick_ = true;
+  }
+
+  void Stats(const std::string& only, v1::GetStatsResponse* resp) {
+    const int64_t now = NowMs();
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, t] : topics_) {
+      if (!only.empty() && name != only) continue;
+      v1::TopicStats* s = resp->add_topics();
+      s->set_topic(name);
+      const auto due_end = t.jobs.upper_bound(now);
+      const auto ready = std::distance(t.jobs.begin(), due_end);
+      s->set_ready(static_cast<uint64_t>(ready));
+      s->set_scheduled(t.jobs.size() - static_cast<uint64_t>(ready));
+      s->set_in_flight(static_cast<uint64_t>(t.in_flight));
+      s->set_subscribers(static_cast<uint32_t>(t.subs.size()));
+    }
+  }
+
+ private:
+  struct Sub {
+    uint32_t credit;
+    std::shared_ptr<Stream> stream;
+  };
+  struct Topic {
+    std::multimap<int64_t, v1::Job> jobs;  // by due ms
+    std::vector<uint64_t> subs;            // round-robin order
+    size_t next_sub = 0;
+    int64_t in_flight = 0;
+  };
+  struct InFlight {
+    uint64_t sub;
+    Topic* topic;
+  };
+  using Batch = std::unordered_map<
+      Stream*, std::pair<std::shared_ptr<Stream>, std::vector<v1::Delivery>>>;
+
+  // Sleeps until the earliest due job of a topic with credit, or a kick
+  // (new earlier job, new subscriber, ack); sends outside the lock.
+  void Run() {
+    absl::MutexLock lock(&mu_);
+    while (!stop_) {
+      kick_ = false;
+      const int64_t now = NowMs();
+      next_wake_ = kNever;
+      Batch out;
+      for (auto& [name, t] : topics_) DispatchLocked(t, now, &out);
+      if (!out.empty()) {
+        mu_.Unlock();
+        for (auto& [raw, s] : out) s.first->Send(std::move(s.second));
+        mu_.Lock();
+        continue;
+      }
+      const absl::Time wake = next_wake_ == kNever
+                                  ? absl::InfiniteFuture()
+                                  : absl::FromUnixMillis(next_wake_);
+      mu_.AwaitWithDeadline(absl::Condition(this, &Queue::Woken), wake);
+    }
+  }
+
+  bool Woken() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return kick_ || stop_; }
+
+  void DispatchLocked(Topic& t, int64_t now, Batch* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const size_t n = t.subs.size();
+    if (n == 0) return;
+    auto it = t.jobs.begin();
+    while (it != t.jobs.end() && it->first <= now) {
+      Sub* sub = nullptr;
+      uint64_t sub_id = 0;
+      for (size_t k = 0; k < n && sub == nullptr; ++k) {
+        sub_id = t.subs[(t.next_sub + k) % n];
+        Sub& s = subs_.at(sub_id);
+        if (s.credit > 0) {
+          sub = &s;
+          t.next_sub = (t.next_sub + k + 1) % n;
+        }
+      }
+      if (sub == nullptr) return;  // an Ack kicks the next round
+      --sub->credit;
+      auto node = t.jobs.extract(it++);
+      v1::Delivery d;
+      v1::Job* job = d.mutable_job();
+      job->Swap(&node.mapped());
+      job->set_state(v1::JOB_STATE_IN_FLIGHT);
+      job->set_attempts(1);
+      *job->mutable_updated_at() = Ts(now);
+      // As long as delayd's token: base64 of (version, attempt, nonce,
+      // topic, id), 32 characters for the bench's "herd" ids.
+      std::string token = absl::StrCat(job->topic(), "/", job->id(), "/",
+                                       absl::Hex(++nonce_, absl::kZeroPad16));
+      in_flight_.emplace(token, InFlight{sub_id, &t});
+      ++t.in_flight;
+      d.set_ack_token(std::move(token));
+      d.set_attempt(1);
+      *d.mutable_lease_expires_at() = Ts(now + kLeaseMs);
+      auto& slot = (*out)[sub->stream.get()];
+      if (slot.first == nullptr) slot.first = sub->stream;
+      slot.second.push_back(std::move(d));
+    }
+    if (it != t.jobs.end()) next_wake_ = std::min(next_wake_, it->first);
+  }
+
+  absl::Mutex mu_;
+  std::map<std::string, Topic> topics_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, Sub> subs_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<std::string, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_sub_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t nonce_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_wake_ ABSL_GUARDED_BY(mu_) = kNever;
+  bool kick_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread timer_;  // last: starts after the members it reads
+};
+
+class SubscribeReactor final : public grpc::ServerWriteReactor<v1::Delivery> {
+ public:
+  SubscribeReactor(Queue* queue, const v1::SubscribeRequest& req)
+      : queue_(queue), stream_(std::make_shared<Stream>(this)) {
+    id_ = queue_->Subscribe(req, stream_);
+  }
+  void OnWriteDone(bool ok) override { stream_->WriteDone(ok); }
+  void OnCancel() override {
+    stream_->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  }
+  void OnDone() override {
+    queue_->Unsubscribe(id_);
+    delete this;
+  }
+
+ private:
+  Queue* const queue_;
+  std::shared_ptr<Stream> stream_;
+  uint64_t id_ = 0;
+};
+
+class Service final : public v1::DelayQueue::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* Schedule(grpc::CallbackServerContext* context,
+                                     const v1::ScheduleRequest* req,
+                                     v1::ScheduleResponse* resp) override {
+    *resp->mutable_job() = queue_.Add(req->job(), NowMs());
+    resp->set_created(true);
+    return Done(context);
+  }
+
+  grpc::ServerUnaryReactor* ScheduleBatch(
+      grpc::CallbackServerContext* context, const v1::ScheduleBatchRequest* req,
+      v1::ScheduleBatchResponse* resp) override {
+    const int64_t now = NowMs();
+    for (const v1::ScheduleRequest& r : req->requests()) {
+      v1::ScheduleResult* result = resp->add_results();
+      *result->mutable_job() = queue_.Add(r.job(), now);
+      result->set_created(true);
+    }
+    return Done(context);
+  }
+
+  grpc::ServerWriteReactor<v1::Delivery>* Subscribe(
+      grpc::CallbackServerContext* /*context*/,
+      const v1::SubscribeRequest* req) override {
+    return new SubscribeReactor(&queue_, *req);
+  }
+
+  grpc::ServerUnaryReactor* Ack(grpc::CallbackServerContext* context,
+                                const v1::AckRequest* req,
+                                v1::AckResponse* resp) override {
+    queue_.Ack(*req, resp);
+    return Done(context);
+  }
+
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
+                                     const v1::GetStatsRequest* req,
+                                     v1::GetStatsResponse* resp) override {
+    queue_.Stats(req->topic(), resp);
+    return Done(context);
+  }
+
+ private:
+  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  Queue queue_;
+};
+
+}  // namespace
+}  // namespace delayd::floor
+
+int main(int argc, char** argv) {
+  const std::string address = argc > 1 ? argv[1] : "127.0.0.1:7600";
+  delayd::floor::Service service;
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(16 << 20);  // as delayd
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::fprintf(stderr, "floor_server: cannot listen on %s\n",
+                 address.c_str());
+    return 1;
+  }
+  server->GetHealthCheckService()->SetServingStatus(true);
+  std::printf("floor_server: listening on %s\n", address.c_str());
+  std::fflush(stdout);
+  server->Wait();
+  return 0;
+}
