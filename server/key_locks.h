@@ -3,12 +3,14 @@
 // so keys sharing a 64-bit hash share a lock; any two other jobs never wait
 // for each other.
 //
-// A Guard takes all its hashes at once or waits until none of them is held,
-// so batches never deadlock against each other or against single locks (no
-// lock order to keep). What is held is a set of hashes under one mutex, held
-// only to look the hashes up: a thread waits only for a true conflict (the
-// same job), never because a batch of a thousand acks shares a stripe with a
-// batch of dispatched jobs, as striped mutexes made them do.
+// A Guard takes all its hashes at once, or waits until none of them is
+// held: batches never deadlock against each other or against single locks,
+// and there is no lock order to keep. The held hashes are a set under one
+// mutex, held only while a Guard looks its hashes up or gives them back. A
+// thread waits only while one of its own jobs is held — not, as with the
+// 4096 striped mutexes before, because a batch of acks shared a stripe with
+// a batch of dispatched jobs. A waiting batch may be passed by later Guards
+// that need none of the hashes it waits for.
 //
 // A thread must not take a second Guard while it holds one. Thread-safe.
 #ifndef DELAYD_SERVER_KEY_LOCKS_H_
