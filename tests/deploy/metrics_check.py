@@ -30,12 +30,18 @@ def fail(message):
 
 
 def start_delayd(binary, tmp):
-    log = open(os.path.join(tmp, "delayd.log"), "w+")
-    proc = subprocess.Popen(
-        [binary, "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
-         "--data-dir=" + os.path.join(tmp, "data")],
-        stdout=log, stderr=log,
-        env={k: v for k, v in os.environ.items() if not k.startswith("DELAYD_")})
+    # The child gets its own append-mode descriptor; we read through another.
+    # (One shared file object raced: our seek(0) moved the child's offset too,
+    # so its next line could land on top of the "listening" line.)
+    path = os.path.join(tmp, "delayd.log")
+    with open(path, "ab") as out:
+        proc = subprocess.Popen(
+            [binary, "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
+             "--data-dir=" + os.path.join(tmp, "data")],
+            stdout=out, stderr=out,
+            env={k: v for k, v in os.environ.items()
+                 if not k.startswith("DELAYD_")})
+    log = open(path, "r")
     deadline = time.time() + 60
     while time.time() < deadline:
         log.seek(0)
@@ -46,7 +52,8 @@ def start_delayd(binary, tmp):
         if proc.poll() is not None:
             fail("delayd exited during start:\n" + text)
         time.sleep(0.01)
-    fail("delayd did not start")
+    proc.kill()
+    fail("delayd did not start:\n" + text)
 
 
 def main():
