@@ -159,14 +159,8 @@ absl::StatusOr<v1::Job> Client::Reschedule(const std::string& topic,
                                            absl::Duration delay,
                                            const CallOptions& call) {
   v1::RescheduleRequest request;
-  *request.mutable_key() = KeyOf(topic, id);
   *request.mutable_delay() = ToProto(delay);
-  v1::RescheduleResponse response;
-  absl::Status s = Call(true, call, [&](grpc::ClientContext* c) {
-    return stub_->Reschedule(c, request, &response);
-  });
-  if (!s.ok()) return s;
-  return std::move(*response.mutable_job());
+  return DoReschedule(topic, id, std::move(request), call);
 }
 
 absl::StatusOr<v1::Job> Client::Reschedule(const std::string& topic,
@@ -174,8 +168,15 @@ absl::StatusOr<v1::Job> Client::Reschedule(const std::string& topic,
                                            absl::Time fire_at,
                                            const CallOptions& call) {
   v1::RescheduleRequest request;
-  *request.mutable_key() = KeyOf(topic, id);
   *request.mutable_fire_at() = ToProto(fire_at);
+  return DoReschedule(topic, id, std::move(request), call);
+}
+
+absl::StatusOr<v1::Job> Client::DoReschedule(const std::string& topic,
+                                             const std::string& id,
+                                             v1::RescheduleRequest request,
+                                             const CallOptions& call) {
+  *request.mutable_key() = KeyOf(topic, id);
   v1::RescheduleResponse response;
   absl::Status s = Call(true, call, [&](grpc::ClientContext* c) {
     return stub_->Reschedule(c, request, &response);

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "tests/client/client_fixture.h"
@@ -14,17 +15,22 @@
 namespace delayd::testing {
 namespace {
 
-TEST_F(ClientTest, OrderAndHeartbeatExampleRuns) {
+// Runs the example against `server`; its exit status and output.
+std::pair<int, std::string> RunExample(const std::string& server) {
   const std::string command =
-      std::string(DELAYD_EXAMPLE_PATH) + " --server=" + address_ + " 2>&1";
+      std::string(DELAYD_EXAMPLE_PATH) + " --server=" + server + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
+  if (pipe == nullptr) return {-1, "popen failed"};
   std::string output;
   char buf[4096];
   for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) {
     output.append(buf, n);
   }
-  const int status = pclose(pipe);
+  return {pclose(pipe), output};
+}
+
+TEST_F(ClientTest, OrderAndHeartbeatExampleRuns) {
+  const auto [status, output] = RunExample(address_);
   ASSERT_TRUE(WIFEXITED(status)) << output;
   EXPECT_EQ(WEXITSTATUS(status), 0) << output;
   EXPECT_NE(output.find("order B paid: timeout CANCEL_OUTCOME_CANCELED"),
@@ -36,16 +42,7 @@ TEST_F(ClientTest, OrderAndHeartbeatExampleRuns) {
 
 TEST_F(ClientTest, ExampleWithAWrongServerSaysSoAndFails) {
   StopServer(SIGKILL);
-  const std::string command =
-      std::string(DELAYD_EXAMPLE_PATH) + " --server=" + address_ + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string output;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) {
-    output.append(buf, n);
-  }
-  const int status = pclose(pipe);
+  const auto [status, output] = RunExample(address_);
   ASSERT_TRUE(WIFEXITED(status)) << output;
   EXPECT_EQ(WEXITSTATUS(status), 1) << output;
   EXPECT_NE(output.find("order_and_heartbeat: server"), std::string::npos)

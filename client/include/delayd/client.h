@@ -239,6 +239,11 @@ class Client {
  private:
   template <typename Fn>
   absl::Status Call(bool retry, const CallOptions& call, Fn attempt);
+  // Both Reschedule overloads, once the new time is set in `request`.
+  absl::StatusOr<v1::Job> DoReschedule(const std::string& topic,
+                                       const std::string& id,
+                                       v1::RescheduleRequest request,
+                                       const CallOptions& call);
 
   const ClientOptions options_;
   const std::shared_ptr<grpc::Channel> channel_;
