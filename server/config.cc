@@ -15,7 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "server/retention.h"
+#include "server/jobs/retention.h"
 
 extern char** environ;
 

@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/limits.h"
+#include "server/jobs/limits.h"
 
 namespace delayd::server {
 

@@ -8,8 +8,8 @@
 #include <cstdio>
 
 #include "absl/synchronization/mutex.h"
+#include "server/base/log.h"
 #include "server/config.h"
-#include "server/log.h"
 #include "server/server.h"
 
 int main(int argc, char** argv) {

@@ -12,8 +12,8 @@
 #include "grpcpp/server_builder.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
-#include "server/jobs_collector.h"
-#include "server/log.h"
+#include "server/base/log.h"
+#include "server/core/jobs_collector.h"
 
 namespace delayd::server {
 namespace {

@@ -51,7 +51,7 @@ google::protobuf::Timestamp Ts(int64_t ms) {
   return t;
 }
 
-// One Subscribe stream's write side, as server/subscribe_reactor.cc: one
+// One Subscribe stream's write side, as server/rpc/subscribe_reactor.cc: one
 // write outstanding, the rest queued, buffer_hint on all but the last of a
 // run. Shared with the timer thread, which may Send after the stream ended:
 // those are dropped. The reactor is touched only while a write is

@@ -1,0 +1,409 @@
+// The job commands of delayctl: schedule, get, list, cancel, cancel-prefix,
+// reschedule.
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/delayctl/format.h"
+#include "client/delayctl/job_text.h"
+#include "client/delayctl/session.h"
+
+namespace delayd::delayctl {
+namespace {
+
+// Reads all of a stream.
+absl::StatusOr<std::string> ReadAll(std::istream& in, const std::string& what) {
+  std::string data((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  if (in.bad()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", what));
+  }
+  return data;
+}
+
+absl::Status ParseUint(const Args& a, const std::string& flag, uint32_t* out) {
+  if (!a.Has(flag)) return absl::OkStatus();
+  if (!absl::SimpleAtoi(a.Get(flag, ""), out)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": '", a.Get(flag, ""), "' is not a non-negative integer"));
+  }
+  return absl::OkStatus();
+}
+
+// Sets a Duration field from a flag when given; `field` returns the
+// mutable field (called only then, so unset fields stay unset).
+template <typename Field>
+absl::Status DurationFlag(const Args& a, const std::string& flag, Field field) {
+  if (!a.Has(flag)) return absl::OkStatus();
+  absl::StatusOr<absl::Duration> d =
+      ParseDuration(a.Get(flag, ""), "--" + flag);
+  if (!d.ok()) return d.status();
+  *field() = ToProto(*d);
+  return absl::OkStatus();
+}
+
+absl::Status BuildRetry(const Args& a, v1::RetryPolicy* retry) {
+  uint32_t max_attempts = 0;
+  if (absl::Status s = ParseUint(a, "max-attempts", &max_attempts); !s.ok()) {
+    return s;
+  }
+  if (max_attempts != 0) retry->set_max_attempts(max_attempts);
+  absl::Status s =
+      DurationFlag(a, "lease", [&] { return retry->mutable_lease(); });
+  if (s.ok()) {
+    s = DurationFlag(a, "initial-backoff",
+                     [&] { return retry->mutable_initial_backoff(); });
+  }
+  if (s.ok()) {
+    s = DurationFlag(a, "max-backoff",
+                     [&] { return retry->mutable_max_backoff(); });
+  }
+  if (!s.ok()) return s;
+  if (a.Has("backoff-multiplier")) {
+    double m = 0;
+    if (!absl::SimpleAtod(a.Get("backoff-multiplier", ""), &m)) {
+      return absl::InvalidArgumentError("--backoff-multiplier: not a number");
+    }
+    retry->set_backoff_multiplier(m);
+  }
+  return absl::OkStatus();
+}
+
+template <typename Request>
+absl::Status SetWhen(const std::string& text, Request* request) {
+  absl::StatusOr<When> when = ParseWhen(text, "WHEN");
+  if (!when.ok()) return when.status();
+  if (when->absolute) {
+    *request->mutable_fire_at() = ToProto(when->at);
+  } else {
+    *request->mutable_delay() = ToProto(when->delay);
+  }
+  return absl::OkStatus();
+}
+
+Exit Schedule(Session& s, const Args& a) {
+  const std::vector<std::string>& pos = a.positional();
+  v1::ScheduleRequest request;
+  v1::JobSpec* job = request.mutable_job();
+  job->set_topic(pos[0]);
+  job->set_id(a.Get("id", ""));
+  if (absl::Status st = SetWhen(pos[1], job); !st.ok()) {
+    return Exit::Usage(std::string(st.message()));
+  }
+  if (pos.size() == 3 && a.Has("payload-file")) {
+    return Exit::Usage(
+        "schedule: give the payload as an argument or with --payload-file, "
+        "not both");
+  }
+  if (a.Has("payload-file")) {
+    const std::string path = a.Get("payload-file", "");
+    std::ifstream file(path, std::ios::binary);
+    if (!file)
+      return Exit::Usage(absl::StrCat("cannot open --payload-file ", path));
+    absl::StatusOr<std::string> data = ReadAll(file, path);
+    if (!data.ok()) return Exit::Usage(std::string(data.status().message()));
+    job->set_payload(*std::move(data));
+  } else if (pos.size() == 3 && pos[2] == "-") {
+    absl::StatusOr<std::string> data = ReadAll(s.in(), "stdin");
+    if (!data.ok()) return Exit::Usage(std::string(data.status().message()));
+    job->set_payload(*std::move(data));
+  } else if (pos.size() == 3) {
+    job->set_payload(pos[2]);
+  }
+  const std::string if_exists = a.Get("if-exists", "fail");
+  if (if_exists == "fail") {
+    request.set_if_exists(v1::IF_EXISTS_FAIL);
+  } else if (if_exists == "keep") {
+    request.set_if_exists(v1::IF_EXISTS_KEEP);
+  } else if (if_exists == "replace") {
+    request.set_if_exists(v1::IF_EXISTS_REPLACE);
+  } else {
+    return Exit::Usage(absl::StrCat("--if-exists: '", if_exists,
+                                    "' is not one of fail, keep, replace"));
+  }
+  for (const std::string& label : a.All("label")) {
+    const size_t eq = label.find('=');
+    if (eq == std::string::npos) {
+      return Exit::Usage(
+          absl::StrCat("--label: '", label, "' is not KEY=VALUE"));
+    }
+    (*job->mutable_labels())[label.substr(0, eq)] = label.substr(eq + 1);
+  }
+  if (absl::Status st = BuildRetry(a, job->mutable_retry()); !st.ok()) {
+    return Exit::Usage(std::string(st.message()));
+  }
+  if (job->retry().ByteSizeLong() == 0) job->clear_retry();
+
+  grpc::ClientContext context;
+  s.SetDeadline(context);
+  v1::ScheduleResponse response;
+  grpc::Status status = s.stub().Schedule(&context, request, &response);
+  if (!status.ok()) return s.RpcFailed(status);
+  if (s.json()) {
+    s.PrintJson(response);
+  } else {
+    s.out() << (response.created() ? "scheduled  " : "unchanged  ")
+            << JobLine(response.job(), absl::Now()) << "\n";
+  }
+  return Exit::Ok();
+}
+
+Exit Get(Session& s, const Args& a) {
+  v1::GetJobRequest request;
+  request.mutable_key()->set_topic(a.positional()[0]);
+  request.mutable_key()->set_id(a.positional()[1]);
+  grpc::ClientContext context;
+  s.SetDeadline(context);
+  v1::Job job;
+  grpc::Status status = s.stub().GetJob(&context, request, &job);
+  if (!status.ok()) return s.RpcFailed(status);
+  if (s.json()) {
+    s.PrintJson(job);
+  } else if (a.Has("raw-payload")) {
+    s.out() << job.payload();
+  } else {
+    s.out() << JobDetail(job, absl::Now());
+  }
+  return Exit::Ok();
+}
+
+Exit List(Session& s, const Args& a) {
+  v1::ListJobsRequest request;
+  request.set_topic(a.positional()[0]);
+  request.set_id_prefix(a.Get("prefix", ""));
+  request.set_include_payload(a.Has("payload"));
+  for (const std::string& text : a.All("state")) {
+    for (absl::string_view one : absl::StrSplit(text, ',')) {
+      absl::StatusOr<v1::JobState> state = ParseState(std::string(one));
+      if (!state.ok())
+        return Exit::Usage(std::string(state.status().message()));
+      request.add_states(*state);
+    }
+  }
+  const absl::Time now = absl::Now();
+  for (const auto& [flag, field] :
+       {std::pair{"due-after", &v1::ListJobsRequest::mutable_due_after},
+        std::pair{"due-before", &v1::ListJobsRequest::mutable_due_before}}) {
+    if (!a.Has(flag)) continue;
+    absl::StatusOr<absl::Time> t =
+        ParseTimeOrDelay(a.Get(flag, ""), absl::StrCat("--", flag), now);
+    if (!t.ok()) return Exit::Usage(std::string(t.status().message()));
+    *(request.*field)() = ToProto(*t);
+  }
+  uint32_t limit = 100, page_size = 0;
+  if (absl::Status st = ParseUint(a, "limit", &limit); !st.ok()) {
+    return Exit::Usage(std::string(st.message()));
+  }
+  if (absl::Status st = ParseUint(a, "page-size", &page_size); !st.ok()) {
+    return Exit::Usage(std::string(st.message()));
+  }
+  if (page_size == 0) page_size = limit == 0 ? 1000 : std::min(limit, 1000u);
+  request.set_page_size(page_size);
+
+  // Follows the page tokens until the end or --limit; the result is one
+  // ListJobsResponse whose next_page_token says where it stopped.
+  v1::ListJobsResponse all;
+  while (true) {
+    grpc::ClientContext context;
+    s.SetDeadline(context);
+    v1::ListJobsResponse page;
+    grpc::Status status = s.stub().ListJobs(&context, request, &page);
+    if (!status.ok()) return s.RpcFailed(status);
+    for (v1::Job& job : *page.mutable_jobs()) {
+      if (limit != 0 && static_cast<uint32_t>(all.jobs_size()) >= limit) {
+        break;
+      }
+      *all.add_jobs() = std::move(job);
+    }
+    all.set_next_page_token(page.next_page_token());
+    if (page.next_page_token().empty()) break;
+    if (limit != 0 && static_cast<uint32_t>(all.jobs_size()) >= limit) {
+      // The page may hold jobs past the limit: a token that resumes right
+      // after our last job is not ours to make, so report "more" only.
+      break;
+    }
+    request.set_page_token(page.next_page_token());
+  }
+  const bool more = !all.next_page_token().empty();
+  if (s.json()) {
+    s.PrintJson(all);
+    return Exit::Ok();
+  }
+  if (all.jobs().empty()) {
+    s.out() << "no jobs\n";
+    return Exit::Ok();
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "STATE", "DUE", "ATTEMPTS", "LAST ERROR"}};
+  if (a.Has("payload")) rows[0].push_back("PAYLOAD");
+  for (const v1::Job& job : all.jobs()) {
+    rows.push_back({job.id(), StateName(job.state()),
+                    RelativeTime(FromProto(job.fire_at()), now),
+                    absl::StrCat(job.attempts()), job.last_error()});
+    if (a.Has("payload"))
+      rows.back().push_back(PayloadPreview(job.payload(), 40));
+  }
+  s.out() << Table(rows);
+  s.out() << all.jobs_size() << (all.jobs_size() == 1 ? " job" : " jobs")
+          << (more ? absl::StrCat(" shown; more exist (--limit ", limit * 10,
+                                  " or --limit 0 for all)")
+                   : "")
+          << "\n";
+  return Exit::Ok();
+}
+
+Exit Cancel(Session& s, const Args& a) {
+  v1::CancelRequest request;
+  request.mutable_key()->set_topic(a.positional()[0]);
+  request.mutable_key()->set_id(a.positional()[1]);
+  grpc::ClientContext context;
+  s.SetDeadline(context);
+  v1::CancelResponse response;
+  grpc::Status status = s.stub().Cancel(&context, request, &response);
+  if (!status.ok()) return s.RpcFailed(status);
+  const std::string key = KeyText(a.positional()[0], a.positional()[1]);
+  if (s.json()) s.PrintJson(response);
+  switch (response.outcome()) {
+    case v1::CANCEL_OUTCOME_CANCELED:
+      if (!s.json()) {
+        s.out() << "canceled " << key << ": it will not be delivered\n";
+      }
+      return Exit::Ok();
+    case v1::CANCEL_OUTCOME_CANCELED_IN_FLIGHT:
+      if (!s.json()) {
+        s.out() << "canceled " << key
+                << " in flight: the current delivery stands, no redelivery\n";
+      }
+      return Exit::Ok();
+    case v1::CANCEL_OUTCOME_ALREADY_DONE:
+      return Exit::Failed(absl::StrCat(key, " was already done (acked)"));
+    case v1::CANCEL_OUTCOME_NOT_FOUND:
+      return Exit::Failed(absl::StrCat(key, " not found"));
+    default:
+      return Exit::Failed(
+          absl::StrCat("unexpected cancel outcome ", response.outcome()));
+  }
+}
+
+Exit CancelPrefix(Session& s, const Args& a) {
+  v1::CancelByPrefixRequest request;
+  request.set_topic(a.positional()[0]);
+  request.set_id_prefix(a.positional()[1]);
+  grpc::ClientContext context;
+  s.SetDeadline(context);
+  v1::CancelByPrefixResponse response;
+  grpc::Status status = s.stub().CancelByPrefix(&context, request, &response);
+  if (!status.ok()) return s.RpcFailed(status);
+  if (s.json()) {
+    s.PrintJson(response);
+  } else {
+    s.out() << "canceled " << response.canceled()
+            << (response.canceled() == 1 ? " job" : " jobs") << " of "
+            << request.topic() << " with ids starting '" << request.id_prefix()
+            << "'\n";
+  }
+  return Exit::Ok();
+}
+
+Exit Reschedule(Session& s, const Args& a) {
+  v1::RescheduleRequest request;
+  request.mutable_key()->set_topic(a.positional()[0]);
+  request.mutable_key()->set_id(a.positional()[1]);
+  if (absl::Status st = SetWhen(a.positional()[2], &request); !st.ok()) {
+    return Exit::Usage(std::string(st.message()));
+  }
+  grpc::ClientContext context;
+  s.SetDeadline(context);
+  v1::RescheduleResponse response;
+  grpc::Status status = s.stub().Reschedule(&context, request, &response);
+  if (!status.ok()) return s.RpcFailed(status);
+  if (s.json()) {
+    s.PrintJson(response);
+  } else {
+    s.out() << "rescheduled  " << JobLine(response.job(), absl::Now()) << "\n";
+  }
+  return Exit::Ok();
+}
+
+}  // namespace
+
+std::vector<Command> JobCommands() {
+  return {
+      {{"schedule",
+        "TOPIC WHEN [PAYLOAD | -]",
+        "Create a job: deliver PAYLOAD to TOPIC's subscribers at WHEN.",
+        "WHEN is a delay from now (30s, 1h30m, 2d, now) or an RFC 3339 time\n"
+        "(2026-11-22T06:30:00Z). The payload is the argument, `-` for stdin,\n"
+        "or --payload-file. Without --id the server makes a time-ordered id.\n"
+        "Prints the job as stored; \"unchanged\" when it already existed\n"
+        "(--if-exists keep, or an identical retry).\n",
+        {{"id", "ID", "the job's id within its topic (default: server-made)"},
+         {"payload-file", "FILE", "read the payload from FILE"},
+         {"if-exists", "fail|keep|replace",
+          "when the id exists: refuse unless identical (default), keep it, "
+          "or replace it"},
+         {"label", "KEY=VALUE", "a label returned with the job", true},
+         {"max-attempts", "N", "deliveries before the job is DEAD (10)"},
+         {"lease", "DURATION", "ack timeout of a delivery (30s)"},
+         {"initial-backoff", "DURATION", "delay before the first retry (1s)"},
+         {"max-backoff", "DURATION", "upper bound of the retry delay (10m)"},
+         {"backoff-multiplier", "X", "growth of the retry delay (2)"}},
+        2,
+        3},
+       Schedule},
+      {{"get",
+        "TOPIC ID",
+        "Show one job: state, due time, attempts, retry policy, payload.",
+        "",
+        {{"raw-payload", "", "print only the payload's bytes"}},
+        2,
+        2},
+       Get},
+      {{"list",
+        "TOPIC",
+        "List a topic's jobs, ordered by id, following the pages.",
+        "With --json prints one ListJobsResponse holding every job listed;\n"
+        "its nextPageToken is non-empty when --limit cut the list short.\n",
+        {{"prefix", "PREFIX", "only ids starting with PREFIX"},
+         {"state", "STATE[,STATE]",
+          "only these states: scheduled, ready, in-flight, dead", true},
+         {"due-after", "TIME", "only jobs due at or after TIME (or a delay)"},
+         {"due-before", "TIME", "only jobs due before TIME (or a delay)"},
+         {"limit", "N", "list at most N jobs (default 100; 0: all)"},
+         {"page-size", "N", "jobs per rpc, 1-1000 (default: min(limit, 1000))"},
+         {"payload", "", "show payloads too"}},
+        1,
+        1},
+       List},
+      {{"cancel",
+        "TOPIC ID",
+        "Cancel a job; says exactly what happened.",
+        "Exits 1 when nothing was canceled: the job was not found or was\n"
+        "already done.\n",
+        {},
+        2,
+        2},
+       Cancel},
+      {{"cancel-prefix",
+        "TOPIC PREFIX",
+        "Cancel every live job of TOPIC whose id starts with PREFIX.",
+        "PREFIX \"\" cancels every job of the topic.\n",
+        {},
+        2,
+        2},
+       CancelPrefix},
+      {{"reschedule",
+        "TOPIC ID WHEN",
+        "Move a SCHEDULED or READY job's due time.",
+        "WHEN as for schedule.\n",
+        {},
+        3,
+        3},
+       Reschedule},
+  };
+}
+
+}  // namespace delayd::delayctl

@@ -1,0 +1,93 @@
+// Session: what every delayctl command works with — the channel and stubs to
+// one server, the global flags (--timeout, --json) and the output streams —
+// plus the mapping of gRPC failures to one error line and an exit code.
+// One per Run(); not thread-safe except where noted.
+#ifndef DELAYD_CLIENT_DELAYCTL_SESSION_H_
+#define DELAYD_CLIENT_DELAYCTL_SESSION_H_
+
+#include <atomic>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "absl/time/time.h"
+#include "client/delayctl/args.h"
+#include "client/delayctl/delayctl.h"
+#include "delayd/v1/delayd.grpc.pb.h"
+#include "google/protobuf/message.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/status.h"
+
+namespace delayd::delayctl {
+
+// How a command ended: an exit code and, unless OK, the error line's text.
+struct Exit {
+  int code = kExitOk;
+  std::string message;
+
+  static Exit Ok() { return {}; }
+  static Exit Usage(std::string message) {
+    return {kExitUsage, std::move(message)};
+  }
+  static Exit Failed(std::string message) {
+    return {kExitFailed, std::move(message)};
+  }
+};
+
+class Session {
+ public:
+  Session(std::string server, absl::Duration timeout, bool json, const Io& io);
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  v1::DelayQueue::Stub& stub() { return *stub_; }
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  const std::string& server() const { return server_; }
+  absl::Duration timeout() const { return timeout_; }
+  bool json() const { return json_; }
+  std::ostream& out() { return *io_.out; }
+  std::istream& in() { return *io_.in; }
+  // Thread-safe.
+  bool stop_requested() const {
+    return io_.stop != nullptr && io_.stop->load();
+  }
+
+  // Sets the --timeout deadline on a context for a unary call.
+  void SetDeadline(grpc::ClientContext& context) const;
+
+  // Waits up to --timeout for the channel to connect. Fails fast (exit 3)
+  // when the connection is refused rather than waiting out the timeout.
+  Exit Connect();
+
+  // The Exit of a failed rpc: 3 for UNAVAILABLE or a deadline missed without
+  // a connection, else 1; the message names the server and the code.
+  Exit RpcFailed(const grpc::Status& status) const;
+
+  // Prints a message as one line of proto3 JSON (enums by name, fields with
+  // default values included).
+  void PrintJson(const google::protobuf::Message& message);
+
+ private:
+  const std::string server_;
+  const absl::Duration timeout_;
+  const bool json_;
+  const Io io_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::DelayQueue::Stub> stub_;
+};
+
+// One delayctl command: its spec (flags, help) and what it does.
+struct Command {
+  CommandSpec spec;
+  Exit (*run)(Session& session, const Args& args);
+};
+
+// The commands, in the order `delayctl --help` lists them.
+std::vector<Command> JobCommands();       // commands_jobs.cc
+std::vector<Command> DeliveryCommands();  // commands_delivery.cc
+std::vector<Command> ServerCommands();    // commands_server.cc
+
+}  // namespace delayd::delayctl
+
+#endif  // DELAYD_CLIENT_DELAYCTL_SESSION_H_

@@ -1,0 +1,183 @@
+// JobService: the read-only rpcs (GetJob, ListJobs, GetStats) and how a
+// stored job is presented.
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/core/job_service.h"
+#include "server/core/page_token.h"
+#include "server/jobs/job_key.h"
+#include "server/jobs/present.h"
+#include "server/jobs/validation.h"
+#include "storage/job_record.h"
+
+namespace delayd::server {
+
+using storage::JobRecord;
+using storage::TimestampToUnixMs;
+
+v1::Job JobService::Present(const JobRecord& record, int64_t now_ms) const {
+  return PresentJob(record, now_ms);
+}
+
+absl::StatusOr<v1::Job> JobService::GetJob(const v1::GetJobRequest& req) {
+  if (absl::Status s = ValidateKey("key", req.key(), limits_); !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::optional<JobRecord>> stored =
+      store_->Get(req.key().topic(), req.key().id());
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) {
+    return absl::NotFoundError(absl::StrCat("key: no job (", req.key().topic(),
+                                            ", \"", req.key().id(), "\")"));
+  }
+  return Present(**stored, clock_->NowMs());
+}
+
+absl::StatusOr<v1::ListJobsResponse> JobService::ListJobs(
+    const v1::ListJobsRequest& req) {
+  if (absl::Status s = ValidateTopic("topic", req.topic(), limits_); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateIdPrefix("id_prefix", req.id_prefix(), limits_);
+      !s.ok()) {
+    return s;
+  }
+  std::set<int> states;
+  for (int i = 0; i < req.states_size(); ++i) {
+    const int state = req.states(i);
+    if (!v1::JobState_IsValid(state) || state == v1::JOB_STATE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("states[", i, "]: not a job state: ", state));
+    }
+    states.insert(state);
+  }
+  if (req.page_size() > limits_.max_page_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size: must be at most ", limits_.max_page_size,
+                     ", got ", req.page_size()));
+  }
+  const size_t page_size =
+      req.page_size() == 0 ? limits_.default_page_size : req.page_size();
+  int64_t due_after = std::numeric_limits<int64_t>::min();
+  int64_t due_before = std::numeric_limits<int64_t>::max();
+  if (req.has_due_after()) {
+    if (absl::Status s = ValidateTimestamp("due_after", req.due_after());
+        !s.ok()) {
+      return s;
+    }
+    due_after = TimestampToUnixMs(req.due_after());
+  }
+  if (req.has_due_before()) {
+    if (absl::Status s = ValidateTimestamp("due_before", req.due_before());
+        !s.ok()) {
+      return s;
+    }
+    due_before = TimestampToUnixMs(req.due_before());
+  }
+  absl::StatusOr<std::string> after = DecodePageToken(req);
+  if (!after.ok()) return after.status();
+
+  const int64_t now_ms = clock_->NowMs();
+  v1::ListJobsResponse response;
+  std::string last_id;
+  // A page also ends before the reply passes max_reply_bytes (room kept for
+  // the token; 8 bytes a job over-estimate its framing), but never empty.
+  constexpr size_t kTokenRoom = 1024;
+  size_t reply_bytes = kTokenRoom;
+  absl::Status scan = store_->ScanJobs(
+      req.topic(), req.id_prefix(), *after, [&](const JobRecord& record) {
+        const int64_t due = TimestampToUnixMs(record.job().fire_at());
+        if (due < due_after || due >= due_before) return true;
+        v1::Job job = Present(record, now_ms);
+        if (!states.empty() && !states.contains(job.state())) return true;
+        if (!req.include_payload()) job.clear_payload();
+        const size_t job_bytes = job.ByteSizeLong() + 8;
+        if (static_cast<size_t>(response.jobs_size()) == page_size ||
+            (response.jobs_size() > 0 &&
+             reply_bytes + job_bytes > limits_.max_reply_bytes)) {
+          // One more match exists: there is a next page.
+          *response.mutable_next_page_token() = EncodePageToken(req, last_id);
+          return false;
+        }
+        reply_bytes += job_bytes;
+        last_id = job.id();
+        *response.add_jobs() = std::move(job);
+        return true;
+      });
+  if (!scan.ok()) return scan;
+  return response;
+}
+
+absl::StatusOr<v1::GetStatsResponse> JobService::GetStats(
+    const v1::GetStatsRequest& req) {
+  std::vector<std::string> topics;
+  if (!req.topic().empty()) {
+    if (absl::Status s = ValidateTopic("topic", req.topic(), limits_);
+        !s.ok()) {
+      return s;
+    }
+    topics.push_back(req.topic());
+  } else {
+    std::set<std::string> all;
+    for (std::string& t : topics_.Topics()) all.insert(std::move(t));
+    absl::Status scan = store_->ScanTopics([&](std::string_view topic) {
+      all.emplace(topic);
+      return true;
+    });
+    if (!scan.ok()) return scan;
+    topics.assign(all.begin(), all.end());
+  }
+
+  // Jobs due in the next day, by topic and horizon.
+  struct Due {
+    uint64_t minute = 0, hour = 0, day = 0;
+  };
+  absl::flat_hash_map<std::string, Due> due;
+  const int64_t now_ms = clock_->NowMs();
+  constexpr int64_t kMinute = 60'000, kHour = 3'600'000, kDay = 86'400'000;
+  absl::Status scan = store_->ScanDue(
+      now_ms + 1, now_ms + kDay + 1,
+      [&](int64_t due_ms, std::string_view std_topic, std::string_view) {
+        const absl::string_view topic = AsAbsl(std_topic);
+        if (!req.topic().empty() && topic != req.topic()) return true;
+        auto it = due.find(topic);
+        if (it == due.end()) it = due.try_emplace(std::string(topic)).first;
+        const int64_t in = due_ms - now_ms;
+        if (in <= kMinute) ++it->second.minute;
+        if (in <= kHour) ++it->second.hour;
+        ++it->second.day;
+        return true;
+      });
+  if (!scan.ok()) return scan;
+
+  v1::GetStatsResponse response;
+  for (const std::string& topic : topics) {
+    const TopicTable::Counts counts = topics_.CountsOf(topic);
+    v1::TopicStats* stats = response.add_topics();
+    stats->set_topic(topic);
+    stats->set_scheduled(std::max<int64_t>(0, counts.scheduled()));
+    stats->set_ready(counts.ready);
+    stats->set_in_flight(counts.in_flight);
+    // Recover rebuilds counts from the due index, which holds no DEAD, DONE
+    // or CANCELED jobs: after a restart, until the background scan has
+    // counted them, canceling or replacing one must not wrap these.
+    stats->set_dead(std::max<int64_t>(0, counts.dead));
+    stats->set_done(std::max<int64_t>(0, counts.done));
+    stats->set_canceled(std::max<int64_t>(0, counts.canceled));
+    stats->set_subscribers(
+        static_cast<uint32_t>(std::max<int64_t>(0, counts.subscribers)));
+    if (auto it = due.find(topic); it != due.end()) {
+      stats->set_due_next_minute(it->second.minute);
+      stats->set_due_next_hour(it->second.hour);
+      stats->set_due_next_day(it->second.day);
+    }
+  }
+  return response;
+}
+
+}  // namespace delayd::server

@@ -1,0 +1,95 @@
+#include "server/core/jobs_collector.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace delayd::server {
+namespace {
+
+prometheus::ClientMetric Gauge(
+    std::vector<prometheus::ClientMetric::Label> labels, double value) {
+  prometheus::ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.gauge.value = value;
+  return metric;
+}
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
+  prometheus::MetricFamily jobs{"delayd_jobs",
+                                "Jobs by topic and state",
+                                prometheus::MetricType::Gauge,
+                                {}};
+  prometheus::MetricFamily subscribers{"delayd_subscribers",
+                                       "Open Subscribe streams by topic",
+                                       prometheus::MetricType::Gauge,
+                                       {}};
+  const TopicTable& topics = jobs_->topics();
+  for (const std::string& topic : topics.Topics()) {
+    const TopicTable::Counts c = topics.CountsOf(topic);
+    subscribers.metric.push_back(
+        Gauge({{"topic", topic}}, static_cast<double>(c.subscribers)));
+    // DEAD, DONE and CANCELED counts may dip below zero briefly after a
+    // restart, until the background scan has counted those jobs (see
+    // TerminalStateCounter).
+    for (const auto& [state, value] :
+         {std::pair{"scheduled", c.scheduled()}, std::pair{"ready", c.ready},
+          std::pair{"in_flight", c.in_flight},
+          std::pair{"dead", std::max<int64_t>(0, c.dead)},
+          std::pair{"done", std::max<int64_t>(0, c.done)},
+          std::pair{"canceled", std::max<int64_t>(0, c.canceled)}}) {
+      jobs.metric.push_back(Gauge({{"topic", topic}, {"state", state}},
+                                  static_cast<double>(value)));
+    }
+  }
+  prometheus::MetricFamily wheel{
+      "delayd_wheel_entries",
+      "Timers pending in the timing wheel",
+      prometheus::MetricType::Gauge,
+      {Gauge({}, static_cast<double>(jobs_->timers_pending()))}};
+  std::vector<prometheus::MetricFamily> families = {
+      std::move(jobs), std::move(subscribers), std::move(wheel), DueWithin()};
+  if (const int64_t horizon = jobs_->memory_horizon_ms();
+      horizon != JobTimers::kNoHorizon) {
+    families.push_back(prometheus::MetricFamily{
+        "delayd_memory_horizon_timestamp_seconds",
+        "With --memory_horizon: jobs due up to this unix time have timers in "
+        "memory; later ones wait on disk",
+        prometheus::MetricType::Gauge,
+        {Gauge({}, static_cast<double>(horizon) / 1000)}});
+  }
+  return families;
+}
+
+prometheus::MetricFamily JobsCollector::DueWithin() const {
+  prometheus::MetricFamily due{
+      "delayd_jobs_due_within",
+      "SCHEDULED jobs due within the window from now, by topic (refreshed "
+      "at most every 10 s)",
+      prometheus::MetricType::Gauge,
+      {}};
+  absl::MutexLock lock(&mu_);
+  if (absl::Now() - due_at_ >= kDueCacheTtl) {
+    absl::StatusOr<v1::GetStatsResponse> stats =
+        jobs_->GetStats(v1::GetStatsRequest());
+    // On a read error the last answer stands (and is retried next scrape).
+    if (stats.ok()) {
+      due_ = *std::move(stats);
+      due_at_ = absl::Now();
+    }
+  }
+  for (const v1::TopicStats& t : due_.topics()) {
+    for (const auto& [window, value] : {std::pair{"1m", t.due_next_minute()},
+                                        std::pair{"1h", t.due_next_hour()},
+                                        std::pair{"1d", t.due_next_day()}}) {
+      due.metric.push_back(Gauge({{"topic", t.topic()}, {"window", window}},
+                                 static_cast<double>(value)));
+    }
+  }
+  return due;
+}
+
+}  // namespace delayd::server

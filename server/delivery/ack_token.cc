@@ -1,0 +1,81 @@
+#include "server/delivery/ack_token.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+
+namespace delayd::server {
+namespace {
+
+constexpr char kVersion = 1;
+// A token never needs more: topic and id are bounded by Limits.
+constexpr size_t kMaxTokenBytes = 4096;
+
+void PutVarint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+bool GetVarint(absl::string_view& in, uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64 && !in.empty(); shift += 7) {
+    const auto byte = static_cast<unsigned char>(in.front());
+    in.remove_prefix(1);
+    v |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string EncodeAckToken(const AckToken& token) {
+  std::string raw(1, kVersion);
+  PutVarint(raw, token.attempt);
+  for (int i = 0; i < 8; ++i) {
+    raw.push_back(static_cast<char>((token.nonce >> (8 * i)) & 0xff));
+  }
+  PutVarint(raw, token.topic.size());
+  raw += token.topic;
+  raw += token.id;
+  std::string out;
+  absl::WebSafeBase64Escape(raw, &out);
+  return out;
+}
+
+absl::StatusOr<AckToken> DecodeAckToken(absl::string_view field,
+                                        absl::string_view text) {
+  const absl::Status malformed = absl::InvalidArgumentError(
+      absl::StrCat(field, ": not an ack token issued by this server"));
+  std::string raw;
+  if (text.empty() || text.size() > kMaxTokenBytes ||
+      !absl::WebSafeBase64Unescape(text, &raw)) {
+    return malformed;
+  }
+  absl::string_view in(raw);
+  if (in.empty() || in.front() != kVersion) return malformed;
+  in.remove_prefix(1);
+  AckToken token;
+  uint64_t attempt = 0, topic_size = 0;
+  if (!GetVarint(in, attempt) || attempt == 0 || attempt > UINT32_MAX ||
+      in.size() < 8) {
+    return malformed;
+  }
+  token.attempt = static_cast<uint32_t>(attempt);
+  for (int i = 0; i < 8; ++i) {
+    token.nonce |= static_cast<uint64_t>(static_cast<unsigned char>(in[i]))
+                   << (8 * i);
+  }
+  in.remove_prefix(8);
+  if (!GetVarint(in, topic_size) || topic_size == 0 || topic_size > in.size()) {
+    return malformed;
+  }
+  token.topic = std::string(in.substr(0, topic_size));
+  token.id = std::string(in.substr(topic_size));
+  return token;
+}
+
+}  // namespace delayd::server

@@ -1,0 +1,102 @@
+#include "server/jobs/topic_table.h"
+
+#include <algorithm>
+
+namespace delayd::server {
+
+TopicTable::Topic& TopicTable::GetLocked(absl::string_view topic) {
+  auto it = topics_.find(topic);
+  if (it == topics_.end()) it = topics_.try_emplace(std::string(topic)).first;
+  return it->second;
+}
+
+void TopicTable::AddLive(absl::string_view topic, int64_t delta) {
+  absl::MutexLock lock(&mu_);
+  GetLocked(topic).counts.live += delta;
+}
+
+void TopicTable::AddDead(absl::string_view topic, int64_t delta) {
+  absl::MutexLock lock(&mu_);
+  GetLocked(topic).counts.dead += delta;
+}
+
+void TopicTable::AddDone(absl::string_view topic, int64_t delta) {
+  absl::MutexLock lock(&mu_);
+  GetLocked(topic).counts.done += delta;
+}
+
+void TopicTable::AddCanceled(absl::string_view topic, int64_t delta) {
+  absl::MutexLock lock(&mu_);
+  GetLocked(topic).counts.canceled += delta;
+}
+
+void TopicTable::AddInFlight(absl::string_view topic, int64_t delta) {
+  absl::MutexLock lock(&mu_);
+  GetLocked(topic).counts.in_flight += delta;
+}
+
+void TopicTable::AddSubscribers(absl::string_view topic, int64_t delta) {
+  absl::MutexLock lock(&mu_);
+  GetLocked(topic).counts.subscribers += delta;
+}
+
+bool TopicTable::PushReady(absl::string_view topic, absl::string_view id) {
+  absl::MutexLock lock(&mu_);
+  Topic& t = GetLocked(topic);
+  if (!t.ready_set.emplace(id).second) return false;
+  t.ready_order.emplace_back(id);
+  ++t.counts.ready;
+  return true;
+}
+
+bool TopicTable::RemoveReady(absl::string_view topic, absl::string_view id) {
+  absl::MutexLock lock(&mu_);
+  auto it = topics_.find(topic);
+  if (it == topics_.end()) return false;
+  Topic& t = it->second;
+  if (t.ready_set.erase(id) == 0) return false;
+  --t.counts.ready;
+  // Trim removed ids off the front so the queue does not grow without bound.
+  while (!t.ready_order.empty() &&
+         !t.ready_set.contains(t.ready_order.front())) {
+    t.ready_order.pop_front();
+  }
+  return true;
+}
+
+std::vector<std::string> TopicTable::PopReady(absl::string_view topic,
+                                              size_t max) {
+  std::vector<std::string> out;
+  absl::MutexLock lock(&mu_);
+  auto it = topics_.find(topic);
+  if (it == topics_.end()) return out;
+  Topic& t = it->second;
+  while (out.size() < max && !t.ready_order.empty()) {
+    std::string id = std::move(t.ready_order.front());
+    t.ready_order.pop_front();
+    // Ids removed (or popped) earlier may linger in the order: skip them.
+    if (t.ready_set.erase(id) == 0) continue;
+    --t.counts.ready;
+    out.push_back(std::move(id));
+  }
+  return out;
+}
+
+TopicTable::Counts TopicTable::CountsOf(absl::string_view topic) const {
+  absl::MutexLock lock(&mu_);
+  auto it = topics_.find(topic);
+  return it == topics_.end() ? Counts{} : it->second.counts;
+}
+
+std::vector<std::string> TopicTable::Topics() const {
+  std::vector<std::string> out;
+  {
+    absl::MutexLock lock(&mu_);
+    out.reserve(topics_.size());
+    for (const auto& [name, topic] : topics_) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace delayd::server

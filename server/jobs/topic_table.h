@@ -1,0 +1,83 @@
+// TopicTable: what the server keeps in memory per topic — how many live jobs
+// it has, the READY jobs waiting for a subscriber (in the order they fell
+// due), and how many are DEAD, DONE and CANCELED (records kept without a due
+// entry; TerminalStateCounter keeps these three right across a restart). Only
+// READY jobs cost their key strings here; SCHEDULED ones are counted, not held.
+//
+// The counts are exact for this process's view: a job counts as ready from
+// the moment its timer fired until it is taken for delivery (PopReady),
+// canceled or moved; as in flight while a subscriber holds its lease (and it
+// was not canceled); as scheduled while live and neither. Subscribers are
+// the open Subscribe streams of the topic.
+// Thread-safe.
+#ifndef DELAYD_SERVER_JOBS_TOPIC_TABLE_H_
+#define DELAYD_SERVER_JOBS_TOPIC_TABLE_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace delayd::server {
+
+class TopicTable {
+ public:
+  struct Counts {
+    int64_t live = 0;  // SCHEDULED + READY + IN_FLIGHT
+    int64_t ready = 0;
+    int64_t in_flight = 0;
+    int64_t dead = 0;
+    // Records kept in state DONE (acked, under --retention) and CANCELED
+    // (canceled in flight until the delivery ends, or under --retention).
+    int64_t done = 0;
+    int64_t canceled = 0;
+    int64_t subscribers = 0;
+    int64_t scheduled() const { return live - ready - in_flight; }
+  };
+
+  TopicTable() = default;
+  TopicTable(const TopicTable&) = delete;
+  TopicTable& operator=(const TopicTable&) = delete;
+
+  // A job of `topic` became live (+1) or stopped being live (-1).
+  void AddLive(absl::string_view topic, int64_t delta);
+  void AddDead(absl::string_view topic, int64_t delta);
+  void AddDone(absl::string_view topic, int64_t delta);
+  void AddCanceled(absl::string_view topic, int64_t delta);
+  void AddInFlight(absl::string_view topic, int64_t delta);
+  void AddSubscribers(absl::string_view topic, int64_t delta);
+
+  // Queues a due job; false if it was already queued.
+  bool PushReady(absl::string_view topic, absl::string_view id);
+  // Drops a job from the ready queue (canceled, moved); false if absent.
+  bool RemoveReady(absl::string_view topic, absl::string_view id);
+  // Takes up to `max` ready jobs off the front of the queue, in due order;
+  // they stop counting as ready.
+  std::vector<std::string> PopReady(absl::string_view topic, size_t max);
+
+  Counts CountsOf(absl::string_view topic) const;
+  // Every topic the table knows, sorted.
+  std::vector<std::string> Topics() const;
+
+ private:
+  struct Topic {
+    Counts counts;
+    // Ready ids in due order; ids removed from ready_set are skipped (and
+    // dropped) when they reach the front.
+    std::deque<std::string> ready_order;
+    absl::flat_hash_set<std::string> ready_set;
+  };
+  Topic& GetLocked(absl::string_view topic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Topic> topics_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace delayd::server
+
+#endif  // DELAYD_SERVER_JOBS_TOPIC_TABLE_H_

@@ -1,0 +1,99 @@
+#include "server/rpc/delay_queue_service.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "server/rpc/grpc_status.h"
+#include "server/rpc/request_parser.h"
+#include "server/rpc/subscribe_reactor.h"
+
+namespace delayd::server {
+
+DelayQueueService::DelayQueueService(JobService* jobs, RpcMetrics* metrics,
+                                     bool synced_writes, int worker_threads)
+    : jobs_(jobs), metrics_(metrics), pool_(worker_threads) {
+  // Single-job writes wait for an fsync only under --sync=always. Ack, Nack
+  // and ExtendLease never sync (DESIGN: a lost lease transition only causes
+  // a redelivery); GetJob is one point read.
+  const Run single_write = synced_writes ? Run::kOnWorker : Run::kInline;
+  // Indices: the rpcs' order in delayd.proto's service DelayQueue.
+  RegisterUnary(0, "Schedule", &JobService::Schedule, single_write);
+  RegisterUnary(1, "ScheduleBatch", &JobService::ScheduleBatch, Run::kOnWorker);
+  RegisterUnary(2, "Reschedule", &JobService::Reschedule, single_write);
+  RegisterUnary(3, "Cancel", &JobService::Cancel, single_write);
+  RegisterUnary(4, "CancelByPrefix", &JobService::CancelByPrefix,
+                Run::kOnWorker);
+  RegisterUnary(5, "GetJob", &JobService::GetJob, Run::kInline);
+  RegisterUnary(6, "ListJobs", &JobService::ListJobs, Run::kOnWorker);
+  RegisterUnary(8, "Ack", &JobService::Ack, Run::kInline);
+  RegisterUnary(9, "Nack", &JobService::Nack, Run::kInline);
+  RegisterUnary(10, "ExtendLease", &JobService::ExtendLease, Run::kInline);
+  RegisterUnary(11, "Redrive", &JobService::Redrive, Run::kOnWorker);
+  RegisterUnary(12, "GetStats", &JobService::GetStats, Run::kOnWorker);
+}
+
+grpc::ServerWriteReactor<v1::Delivery>* DelayQueueService::Subscribe(
+    grpc::CallbackServerContext* /*context*/,
+    const v1::SubscribeRequest* request) {
+  absl::Status refusal;
+  if (const State state = state_; state != State::kServing) {
+    refusal = absl::UnavailableError(state == State::kRecovering
+                                         ? "server is recovering; retry shortly"
+                                         : "server is shutting down");
+  }
+  return new SubscribeReactor(&jobs_->deliverer(), metrics_, *request, refusal);
+}
+
+template <typename Request, typename Response>
+void DelayQueueService::RegisterUnary(
+    int index, const char* name,
+    absl::StatusOr<Response> (JobService::*method)(const Request&), Run run) {
+  MarkMethodRawCallback(
+      index,
+      new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer,
+                                               grpc::ByteBuffer>(
+          [this, name, method, run](grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request_bytes,
+                                    grpc::ByteBuffer* response_bytes) {
+            const absl::Time start = absl::Now();
+            grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+            // The nested lambdas capture plain pointers, not `this`: built
+            // by GCC 12 with -fsanitize=address,undefined, a `this` captured
+            // through two lambda levels reached the worker as garbage.
+            JobService* const jobs = jobs_;
+            RpcMetrics* const metrics = metrics_;
+            auto finish = [metrics, name, start, reactor](absl::Status status) {
+              const grpc::Status grpc_status = ToGrpcStatus(status);
+              metrics->Record(name, grpc_status.error_code(),
+                              absl::Now() - start);
+              reactor->Finish(grpc_status);
+            };
+            if (const State state = state_; state != State::kServing) {
+              finish(absl::UnavailableError(
+                  state == State::kRecovering
+                      ? "server is recovering; retry shortly"
+                      : "server is shutting down"));
+              return reactor;
+            }
+            auto request = std::make_shared<Request>();
+            if (absl::Status s = ParseRequest(*request_bytes, *request);
+                !s.ok()) {
+              finish(s);
+              return reactor;
+            }
+            auto call = [jobs, method, request, response_bytes, finish] {
+              absl::StatusOr<Response> result = (jobs->*method)(*request);
+              if (result.ok()) SerializeResponse(*result, *response_bytes);
+              finish(result.status());
+            };
+            if (run == Run::kInline) {
+              call();
+            } else {
+              pool_.Run(std::move(call));
+            }
+            return reactor;
+          }));
+}
+
+}  // namespace delayd::server

@@ -1,0 +1,54 @@
+// SubscribeReactor: one Subscribe stream on gRPC's callback API. It
+// registers the subscriber with the Deliverer and writes the deliveries the
+// Deliverer hands its sink, keeping exactly one write outstanding: the next
+// one is chained from OnWriteDone. The queue never holds more than the
+// subscriber's max_in_flight (the Deliverer assigns no more than its credit).
+//
+// The stream ends when the client cancels it, a write fails, or the server
+// shuts down (Finish UNAVAILABLE "server is shutting down", via
+// Deliverer::CloseAll). OnDone unsubscribes — the Deliverer then releases the
+// unacked deliveries on its own thread — and deletes the reactor. Callbacks
+// never block: they take a short mutex and do no I/O.
+//
+// Created by DelayQueueService::Subscribe; owns itself (deleted in OnDone).
+#ifndef DELAYD_SERVER_RPC_SUBSCRIBE_REACTOR_H_
+#define DELAYD_SERVER_RPC_SUBSCRIBE_REACTOR_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "delayd/v1/delayd.pb.h"
+#include "grpcpp/support/server_callback.h"
+#include "server/delivery/deliverer.h"
+#include "server/metrics/rpc_metrics.h"
+
+namespace delayd::server {
+
+class SubscribeReactor final : public grpc::ServerWriteReactor<v1::Delivery> {
+ public:
+  // Finishes at once with `refusal` when it is not OK (e.g. the server is not
+  // serving), or with the Deliverer's refusal of `request`; otherwise
+  // subscribes. `deliverer` and `metrics` must outlive the stream.
+  SubscribeReactor(Deliverer* deliverer, RpcMetrics* metrics,
+                   const v1::SubscribeRequest& request,
+                   const absl::Status& refusal);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  class Stream;
+
+  Deliverer* const deliverer_;
+  RpcMetrics* const metrics_;
+  const absl::Time start_;
+  const std::shared_ptr<Stream> stream_;
+  uint64_t subscriber_ = 0;  // 0: never registered
+};
+
+}  // namespace delayd::server
+
+#endif  // DELAYD_SERVER_RPC_SUBSCRIBE_REACTOR_H_

@@ -1,0 +1,218 @@
+// The fixture shared by the JobService tests: a JobService over an
+// InMemoryJobStore (behind a FaultInjectingJobStore that is transparent until
+// armed) and a FakeClock, with helpers to build requests, plant records,
+// snapshot everything the service changes, and wait for the fire path (which
+// runs on threads) with a short real-time deadline — never for a timer.
+#ifndef DELAYD_TESTS_SERVER_JOB_SERVICE_TEST_UTIL_H_
+#define DELAYD_TESTS_SERVER_JOB_SERVICE_TEST_UTIL_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "delayd/v1/delayd.pb.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/core/job_service.h"
+#include "server/jobs/job_key.h"
+#include "server/jobs/limits.h"
+#include "server/timer/fake_clock.h"
+#include "storage/fault_injecting_job_store.h"
+#include "storage/in_memory_job_store.h"
+#include "storage/job_record.h"
+#include "tests/support/status_matchers.h"
+
+namespace delayd::server::testing {
+
+// On a second boundary, so that a due time within the first second after it
+// sits in the wheel's fine level (whose next due time is exact).
+inline constexpr int64_t kStartMs = 1'700'000'000'000;
+inline constexpr absl::Duration kWait = absl::Seconds(10);
+
+inline google::protobuf::Duration DurationMs(int64_t ms) {
+  google::protobuf::Duration d;
+  d.set_seconds(ms / 1000);
+  d.set_nanos(static_cast<int32_t>((ms % 1000) * 1'000'000));
+  return d;
+}
+
+inline google::protobuf::Timestamp TimestampMs(int64_t ms) {
+  return storage::UnixMsToTimestamp(ms);
+}
+
+inline int64_t Ms(const google::protobuf::Timestamp& ts) {
+  return storage::TimestampToUnixMs(ts);
+}
+
+inline v1::JobKey Key(std::string_view topic, std::string_view id) {
+  v1::JobKey key;
+  key.set_topic(std::string(topic));
+  key.set_id(std::string(id));
+  return key;
+}
+
+// A request for (topic, id) due `delay_ms` from now.
+inline v1::ScheduleRequest ScheduleReq(
+    std::string_view topic, std::string_view id, int64_t delay_ms,
+    std::string_view payload = "",
+    v1::IfExists if_exists = v1::IF_EXISTS_UNSPECIFIED) {
+  v1::ScheduleRequest req;
+  req.mutable_job()->set_topic(std::string(topic));
+  req.mutable_job()->set_id(std::string(id));
+  req.mutable_job()->set_payload(std::string(payload));
+  *req.mutable_job()->mutable_delay() = DurationMs(delay_ms);
+  req.set_if_exists(if_exists);
+  return req;
+}
+
+inline v1::RescheduleRequest RescheduleAtReq(std::string_view topic,
+                                             std::string_view id,
+                                             int64_t fire_at_ms) {
+  v1::RescheduleRequest req;
+  *req.mutable_key() = Key(topic, id);
+  *req.mutable_fire_at() = TimestampMs(fire_at_ms);
+  return req;
+}
+
+inline v1::CancelRequest CancelReq(std::string_view topic,
+                                   std::string_view id) {
+  v1::CancelRequest req;
+  *req.mutable_key() = Key(topic, id);
+  return req;
+}
+
+inline v1::GetJobRequest GetReq(std::string_view topic, std::string_view id) {
+  v1::GetJobRequest req;
+  *req.mutable_key() = Key(topic, id);
+  return req;
+}
+
+// Expects INVALID_ARGUMENT whose message starts with "<field>:".
+inline void ExpectInvalid(const absl::Status& status, std::string_view field) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()),
+              ::testing::StartsWith(absl::StrCat(AsAbsl(field), ":")))
+      << status;
+}
+
+class JobServiceTest : public ::testing::Test {
+ protected:
+  JobServiceTest() : store_(memory_), clock_(kStartMs) { Restart(); }
+
+  // A fresh service over the same store (as after a process restart), not
+  // yet recovered nor started, with limits_ and retention_.
+  void Restart() {
+    service_.reset();
+    service_ = std::make_unique<JobService>(&store_, &clock_, limits_, nullptr,
+                                            retention_);
+  }
+
+  JobService& service() { return *service_; }
+
+  // Schedules (topic, id) due `delay_ms` from now; fails the test on error.
+  v1::Job MustSchedule(std::string_view topic, std::string_view id,
+                       int64_t delay_ms, std::string_view payload = "") {
+    absl::StatusOr<v1::ScheduleResponse> r =
+        service_->Schedule(ScheduleReq(topic, id, delay_ms, payload));
+    EXPECT_OK(r);
+    return r.ok() ? r->job() : v1::Job();
+  }
+
+  std::optional<storage::JobRecord> Stored(std::string_view topic,
+                                           std::string_view id) {
+    absl::StatusOr<std::optional<storage::JobRecord>> r =
+        memory_.Get(topic, id);
+    EXPECT_OK(r);
+    return r.ok() ? *r : std::nullopt;
+  }
+
+  // Writes a record for (topic, id) in `state`, due at fire_at_ms, straight
+  // into the store (for states only delivery reaches: IN_FLIGHT, DONE, DEAD).
+  void PutRecord(std::string_view topic, std::string_view id,
+                 v1::JobState state, int64_t fire_at_ms) {
+    const std::optional<storage::JobRecord> old = Stored(topic, id);
+    storage::JobRecord record;
+    v1::Job& job = *record.mutable_job();
+    job.set_topic(std::string(topic));
+    job.set_id(std::string(id));
+    job.set_state(state);
+    job.set_payload("planted");
+    *job.mutable_fire_at() = TimestampMs(fire_at_ms);
+    *job.mutable_created_at() = TimestampMs(clock_.NowMs());
+    *job.mutable_updated_at() = TimestampMs(clock_.NowMs());
+    job.set_attempts(state == v1::JOB_STATE_SCHEDULED ? 0 : 1);
+    const storage::Mutation m = storage::Mutation::Put(
+        std::move(record), old ? storage::DueIndexEntryOf(*old) : std::nullopt);
+    ASSERT_OK(memory_.Apply({&m, 1}, storage::Durability::kSync));
+  }
+
+  TopicTable::Counts Counts(std::string_view topic) {
+    return service_->topics().CountsOf(AsAbsl(topic));
+  }
+
+  // Everything a refused or failed call must leave alone: every record, the
+  // due index, the timers and the per-topic counts, as text.
+  std::string State() {
+    std::string out;
+    EXPECT_OK(memory_.ScanTopics([&](std::string_view topic) {
+      EXPECT_OK(memory_.ScanJobs(topic, "", "", [&](const auto& record) {
+        absl::StrAppend(&out, "record ", record.ShortDebugString(), "\n");
+        return true;
+      }));
+      return true;
+    }));
+    EXPECT_OK(memory_.ScanDue(
+        0, INT64_MAX,
+        [&](int64_t due, std::string_view topic, std::string_view id) {
+          absl::StrAppend(&out, "due ", due, " ", AsAbsl(topic), " ",
+                          AsAbsl(id), "\n");
+          return true;
+        }));
+    absl::StrAppend(&out, "timers ", service_->timers_pending(), "\n");
+    for (const std::string& topic : service_->topics().Topics()) {
+      const TopicTable::Counts c = Counts(topic);
+      absl::StrAppend(&out, "counts ", topic, " live=", c.live,
+                      " ready=", c.ready, " in_flight=", c.in_flight,
+                      " dead=", c.dead, "\n");
+    }
+    return out;
+  }
+
+  // Polls (real time, short deadline) until `topic` has `n` ready jobs.
+  bool WaitForReady(std::string_view topic, int64_t n) {
+    const absl::Time deadline = absl::Now() + kWait;
+    while (Counts(topic).ready != n) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return true;
+  }
+
+  // Sets the clock to `now_ms` and waits until the timer thread sleeps until
+  // `next_due_ms`: it has then fired everything due by `now_ms` and nothing
+  // later. REQUIRES: the earliest pending timer is due at next_due_ms, in the
+  // same second as now_ms (or next_due_ms is Clock::kNoDeadline).
+  void SettleAt(int64_t now_ms, int64_t next_due_ms) {
+    clock_.SetMs(now_ms);
+    ASSERT_TRUE(clock_.AwaitWaiter(next_due_ms, kWait))
+        << "timer thread never slept until " << next_due_ms;
+  }
+
+  Limits limits_;
+  absl::Duration retention_ = absl::ZeroDuration();
+  storage::InMemoryJobStore memory_;
+  storage::FaultInjectingJobStore store_;
+  timer::FakeClock clock_;
+  std::unique_ptr<JobService> service_;
+};
+
+}  // namespace delayd::server::testing
+
+#endif  // DELAYD_TESTS_SERVER_JOB_SERVICE_TEST_UTIL_H_

@@ -1,0 +1,444 @@
+// Deliverer: how deliveries end — Ack (per-token results, stale and forged
+// tokens), Nack (retry_after, exponential backoff, max_attempts, dead
+// letters), lease expiry and ExtendLease, Redrive, cancel in flight and
+// REPLACE of a job in flight — by the fake clock.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
+#include "server/core/jobs_collector.h"
+#include "server/delivery/ack_token.h"
+#include "server/delivery/deliverer.h"
+#include "server/metrics/delivery_metrics.h"
+#include "tests/server/delivery/deliverer_test_util.h"
+
+namespace delayd::server::testing {
+namespace {
+
+using ::testing::ElementsAre;
+
+v1::RetryPolicy Retry(uint32_t max_attempts, int64_t lease_ms,
+                      int64_t initial_ms = 1000, int64_t max_ms = 600'000,
+                      double multiplier = 2) {
+  v1::RetryPolicy retry;
+  retry.set_max_attempts(max_attempts);
+  *retry.mutable_lease() = DurationMs(lease_ms);
+  *retry.mutable_initial_backoff() = DurationMs(initial_ms);
+  *retry.mutable_max_backoff() = DurationMs(max_ms);
+  retry.set_backoff_multiplier(multiplier);
+  return retry;
+}
+
+TEST(BackoffTest, GrowsByTheMultiplierUpToTheCap) {
+  const v1::RetryPolicy retry = Retry(10, 1000, 1000, 10'000, 2);
+  EXPECT_EQ(BackoffMs(retry, 1), 1000);
+  EXPECT_EQ(BackoffMs(retry, 2), 2000);
+  EXPECT_EQ(BackoffMs(retry, 3), 4000);
+  EXPECT_EQ(BackoffMs(retry, 4), 8000);
+  EXPECT_EQ(BackoffMs(retry, 5), 10'000);
+  EXPECT_EQ(BackoffMs(retry, 1000), 10'000);
+}
+
+TEST_F(DelivererTest, AckDeletesTheJobAndFreesCredit) {
+  service().Start();
+  Sub sub = Subscribe("t", 1);
+  MustSchedule("t", "a", 0);
+  MustSchedule("t", "b", 0);
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  Quiesce();
+  EXPECT_EQ(sub.sink->count(), 1u);  // credit 1
+  EXPECT_EQ(AckCode(sub.sink->at(0).ack_token()), absl::StatusCode::kOk);
+  EXPECT_FALSE(Stored("t", sub.sink->at(0).job().id()).has_value());
+  ASSERT_TRUE(sub.sink->WaitFor(2));
+  EXPECT_EQ(AckCode(sub.sink->at(1).ack_token()), absl::StatusCode::kOk);
+  EXPECT_EQ(Counts("t").live, 0);
+  EXPECT_EQ(Counts("t").in_flight, 0);
+  int due_entries = 0;
+  ASSERT_OK(memory_.ScanDue(0, INT64_MAX, [&](int64_t, auto, auto) {
+    ++due_entries;
+    return true;
+  }));
+  EXPECT_EQ(due_entries, 0);
+}
+
+TEST_F(DelivererTest, AckAnswersEachTokenOnItsOwn) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustSchedule("t", "a", 0);
+  MustSchedule("t", "b", 0);
+  ASSERT_TRUE(sub.sink->WaitFor(2));
+  const std::string a = sub.sink->at(0).ack_token();
+  const std::string b = sub.sink->at(1).ack_token();
+  ASSERT_OK_AND_ASSIGN(AckToken forged, DecodeAckToken("t", a));
+  forged.nonce ^= 1;  // well formed, never issued: stale
+  AckToken bad_topic = forged;
+  bad_topic.topic = "no spaces allowed";
+  EXPECT_THAT(
+      AckCodes({a, "garbage!", EncodeAckToken(forged), a,
+                EncodeAckToken(bad_topic), "", b}),
+      ElementsAre(absl::StatusCode::kOk, absl::StatusCode::kInvalidArgument,
+                  absl::StatusCode::kFailedPrecondition,
+                  absl::StatusCode::kOk,  // the same token again
+                  absl::StatusCode::kInvalidArgument,
+                  absl::StatusCode::kInvalidArgument, absl::StatusCode::kOk));
+  // Acked: stale now.
+  EXPECT_EQ(AckCode(a), absl::StatusCode::kFailedPrecondition);
+  v1::AckRequest none;
+  ExpectInvalid(service().Ack(none).status(), "ack_tokens");
+  v1::AckRequest too_many;
+  for (int i = 0; i < 1001; ++i) too_many.add_ack_tokens(a);
+  ExpectInvalid(service().Ack(too_many).status(), "ack_tokens");
+}
+
+TEST_F(DelivererTest, AckWriteFailureFailsTheCallAndKeepsTheLease) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustSchedule("t", "a", 0);
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  store_.FailNextWrites(1, storage::FaultInjectingJobStore::IoError());
+  v1::AckRequest req;
+  req.add_ack_tokens(sub.sink->at(0).ack_token());
+  EXPECT_EQ(service().Ack(req).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(AckCode(sub.sink->at(0).ack_token()), absl::StatusCode::kOk);
+}
+
+TEST_F(DelivererTest, LeaseExpiryRedeliversAtOnce) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustScheduleWith("t", "a", 0, Retry(5, 2000));
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  const int64_t delivered_at = clock_.NowMs();
+  SettleAt(delivered_at + 1999, delivered_at + 2000);
+  Quiesce();
+  EXPECT_EQ(sub.sink->count(), 1u);
+  clock_.SetMs(delivered_at + 2000);
+  ASSERT_TRUE(sub.sink->WaitFor(2));
+  const v1::Delivery again = sub.sink->at(1);
+  EXPECT_EQ(again.attempt(), 2u);
+  EXPECT_EQ(again.job().last_error(), "lease expired");
+  EXPECT_EQ(AckCode(sub.sink->at(0).ack_token()),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(AckCode(again.ack_token()), absl::StatusCode::kOk);
+}
+
+TEST_F(DelivererTest, LeaseExpiryCountsTowardsMaxAttempts) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustScheduleWith("t", "a", 0, Retry(2, 1000));
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  clock_.AdvanceMs(1000);
+  ASSERT_TRUE(sub.sink->WaitFor(2));
+  clock_.AdvanceMs(1000);
+  Quiesce();
+  EXPECT_EQ(sub.sink->count(), 2u);
+  ASSERT_OK_AND_ASSIGN(v1::Job job, service().GetJob(GetReq("t", "a")));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_DEAD);
+  EXPECT_EQ(job.last_error(), "lease expired");
+  EXPECT_EQ(Stats("t").dead(), 1u);
+  EXPECT_EQ(Counts("t").live, 0);
+}
+
+TEST_F(DelivererTest, ExtendLeaseMovesTheDeadline) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustScheduleWith("t", "a", 0, Retry(5, 1000));
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  const std::string token = sub.sink->at(0).ack_token();
+  const int64_t t0 = clock_.NowMs();
+  v1::ExtendLeaseRequest req;
+  req.set_ack_token(token);
+  *req.mutable_extend_by() = DurationMs(10'000);
+  ASSERT_OK_AND_ASSIGN(v1::ExtendLeaseResponse r, service().ExtendLease(req));
+  EXPECT_EQ(Ms(r.lease_expires_at()), t0 + 10'000);
+  EXPECT_EQ(Stored("t", "a")->lease_expires_at_ms(), t0 + 10'000);
+  SettleAt(t0 + 9'999, t0 + 10'000);
+  Quiesce();
+  EXPECT_EQ(sub.sink->count(), 1u);
+  clock_.SetMs(t0 + 10'000);
+  ASSERT_TRUE(sub.sink->WaitFor(2));
+  // The old delivery is stale now; the job is still there.
+  EXPECT_EQ(service().ExtendLease(req).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_EQ(AckCode(sub.sink->at(1).ack_token()), absl::StatusCode::kOk);
+  // The job is gone.
+  req.set_ack_token(sub.sink->at(1).ack_token());
+  EXPECT_EQ(service().ExtendLease(req).status().code(),
+            absl::StatusCode::kNotFound);
+  *req.mutable_extend_by() = DurationMs(0);
+  ExpectInvalid(service().ExtendLease(req).status(), "extend_by");
+  *req.mutable_extend_by() = DurationMs(12 * 3'600'000 + 1);
+  ExpectInvalid(service().ExtendLease(req).status(), "extend_by");
+  req.set_ack_token("nope");
+  *req.mutable_extend_by() = DurationMs(1000);
+  ExpectInvalid(service().ExtendLease(req).status(), "ack_token");
+}
+
+TEST_F(DelivererTest, NackWithRetryAfterRedeliversNoEarlier) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustSchedule("t", "a", 0);
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  const int64_t t0 = clock_.NowMs();
+  ASSERT_OK_AND_ASSIGN(v1::NackResponse r,
+                       Nack(sub.sink->at(0).ack_token(), 5000, "busy"));
+  EXPECT_EQ(r.job().state(), v1::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(Ms(r.job().fire_at()), t0 + 5000);
+  EXPECT_EQ(r.job().last_error(), "busy");
+  EXPECT_EQ(r.job().attempts(), 1u);
+  EXPECT_EQ(Counts("t").in_flight, 0);
+  EXPECT_EQ(Counts("t").scheduled(), 1);
+  SettleAt(t0 + 4999, t0 + 5000);
+  Quiesce();
+  EXPECT_EQ(sub.sink->count(), 1u);
+  clock_.SetMs(t0 + 5000);
+  ASSERT_TRUE(sub.sink->WaitFor(2));
+  EXPECT_EQ(sub.sink->at(1).attempt(), 2u);
+  EXPECT_EQ(sub.sink->at(1).job().last_error(), "busy");
+  // The nacked token is stale.
+  EXPECT_EQ(Nack(sub.sink->at(0).ack_token(), 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Nack("garbage", 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ExpectInvalid(Nack(sub.sink->at(1).ack_token(), -1).status(), "retry_after");
+}
+
+TEST_F(DelivererTest, NackWithoutRetryAfterBacksOffExponentially) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustScheduleWith("t", "a", 0, Retry(10, 30'000, 1000, 3000, 2));
+  const std::vector<int64_t> expected = {1000, 2000, 3000, 3000};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_TRUE(sub.sink->WaitFor(i + 1));
+    const int64_t t0 = clock_.NowMs();
+    ASSERT_OK_AND_ASSIGN(v1::NackResponse r,
+                         Nack(sub.sink->at(i).ack_token(), std::nullopt));
+    EXPECT_EQ(Ms(r.job().fire_at()) - t0, expected[i]) << "attempt " << i + 1;
+    SettleAt(t0 + expected[i] - 1, t0 + expected[i]);
+    Quiesce();
+    EXPECT_EQ(sub.sink->count(), i + 1);
+    clock_.SetMs(t0 + expected[i]);
+  }
+  ASSERT_TRUE(sub.sink->WaitFor(expected.size() + 1));
+  EXPECT_EQ(sub.sink->at(expected.size()).attempt(), expected.size() + 1);
+}
+
+TEST_F(DelivererTest, MaxAttemptsMakesItDeadAndRedriveBringsItBack) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustScheduleWith("t", "a", 0, Retry(2, 30'000));
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  ASSERT_OK(Nack(sub.sink->at(0).ack_token(), 0, "one"));
+  ASSERT_TRUE(sub.sink->WaitFor(2));
+  ASSERT_OK_AND_ASSIGN(v1::NackResponse r,
+                       Nack(sub.sink->at(1).ack_token(), 0, "two"));
+  EXPECT_EQ(r.job().state(), v1::JOB_STATE_DEAD);
+  EXPECT_EQ(r.job().attempts(), 2u);
+  EXPECT_EQ(r.job().last_error(), "two");
+  EXPECT_FALSE(storage::DueIndexEntryOf(*Stored("t", "a")).has_value());
+  Quiesce();
+  EXPECT_EQ(sub.sink->count(), 2u);
+  v1::TopicStats stats = Stats("t");
+  EXPECT_EQ(stats.dead(), 1u);
+  EXPECT_EQ(stats.in_flight(), 0u);
+  EXPECT_EQ(stats.scheduled() + stats.ready(), 0u);
+  v1::ListJobsRequest list;
+  list.set_topic("t");
+  list.add_states(v1::JOB_STATE_DEAD);
+  ASSERT_OK_AND_ASSIGN(v1::ListJobsResponse dead, service().ListJobs(list));
+  ASSERT_EQ(dead.jobs_size(), 1);
+  EXPECT_EQ(dead.jobs(0).id(), "a");
+
+  v1::RedriveRequest redrive;
+  redrive.set_topic("t");
+  ASSERT_OK_AND_ASSIGN(v1::RedriveResponse rr, service().Redrive(redrive));
+  EXPECT_EQ(rr.redriven(), 1u);
+  ASSERT_TRUE(sub.sink->WaitFor(3));
+  EXPECT_EQ(sub.sink->at(2).attempt(), 1u);
+  EXPECT_EQ(Stats("t").dead(), 0u);
+  ASSERT_OK_AND_ASSIGN(rr, service().Redrive(redrive));
+  EXPECT_EQ(rr.redriven(), 0u);
+  redrive.set_topic("");
+  ExpectInvalid(service().Redrive(redrive).status(), "topic");
+}
+
+TEST_F(DelivererTest, NackToTheDeadLettersIsImmediate) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustSchedule("t", "a", 0);
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  ASSERT_OK_AND_ASSIGN(v1::NackResponse r,
+                       Nack(sub.sink->at(0).ack_token(), std::nullopt,
+                            std::string(2000, 'x'), /*dead_letter=*/true));
+  EXPECT_EQ(r.job().state(), v1::JOB_STATE_DEAD);
+  EXPECT_EQ(r.job().last_error().size(), limits_.max_reason_bytes);
+  EXPECT_EQ(Stats("t").dead(), 1u);
+}
+
+TEST_F(DelivererTest, CancelInFlightAcceptsTheAckAndNeverRedelivers) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustSchedule("t", "a", 0);
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  ASSERT_OK_AND_ASSIGN(v1::CancelResponse c,
+                       service().Cancel(CancelReq("t", "a")));
+  EXPECT_EQ(c.outcome(), v1::CANCEL_OUTCOME_CANCELED_IN_FLIGHT);
+  EXPECT_EQ(Counts("t").in_flight, 0);
+  EXPECT_EQ(Counts("t").live, 0);
+  EXPECT_EQ(AckCode(sub.sink->at(0).ack_token()), absl::StatusCode::kOk);
+  EXPECT_FALSE(Stored("t", "a").has_value());
+  Quiesce();
+  EXPECT_EQ(sub.sink->count(), 1u);
+}
+
+TEST_F(DelivererTest, CancelInFlightThenLeaseExpiryOrStreamEndDeletesIt) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustScheduleWith("t", "expires", 0, Retry(5, 1000));
+  MustScheduleWith("t", "stream-ends", 0, Retry(5, 60'000));
+  ASSERT_TRUE(sub.sink->WaitFor(2));
+  ASSERT_OK(service().Cancel(CancelReq("t", "expires")));
+  ASSERT_OK(service().Cancel(CancelReq("t", "stream-ends")));
+  Sub other = Subscribe("t");
+  clock_.AdvanceMs(1000);
+  deliverer().Unsubscribe(sub.id, "subscriber stream ended");
+  Quiesce();
+  EXPECT_FALSE(Stored("t", "expires").has_value());
+  EXPECT_FALSE(Stored("t", "stream-ends").has_value());
+  EXPECT_EQ(other.sink->count(), 0u);
+  EXPECT_EQ(Counts("t").live, 0);
+  EXPECT_EQ(Counts("t").in_flight, 0);
+}
+
+TEST_F(DelivererTest, CancelOfAJobInFlightBeforeARestartLeavesNoRecord) {
+  PutRecord("t", "flying", v1::JOB_STATE_IN_FLIGHT, kStartMs - 5);
+  Restart();
+  ASSERT_OK(service().Recover());
+  service().Start();
+  ASSERT_OK_AND_ASSIGN(v1::CancelResponse c,
+                       service().Cancel(CancelReq("t", "flying")));
+  EXPECT_EQ(c.outcome(), v1::CANCEL_OUTCOME_CANCELED_IN_FLIGHT);
+  Quiesce();
+  EXPECT_FALSE(Stored("t", "flying").has_value());
+  Sub sub = Subscribe("t");
+  Quiesce();
+  EXPECT_EQ(sub.sink->count(), 0u);
+}
+
+TEST_F(DelivererTest, ReplaceOfAJobInFlightSupersedesTheDelivery) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustSchedule("t", "a", 0, "v1");
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  ASSERT_OK(service().Schedule(
+      ScheduleReq("t", "a", 100, "v2", v1::IF_EXISTS_REPLACE)));
+  EXPECT_EQ(Counts("t").in_flight, 0);
+  EXPECT_EQ(AckCode(sub.sink->at(0).ack_token()),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Stored("t", "a")->job().payload(), "v2");
+  clock_.AdvanceMs(100);
+  ASSERT_TRUE(sub.sink->WaitFor(2));
+  EXPECT_EQ(sub.sink->at(1).job().payload(), "v2");
+  EXPECT_EQ(sub.sink->at(1).attempt(), 1u);
+}
+
+}  // namespace
+}  // namespace delayd::server::testing
+
+namespace delayd::server::testing {
+namespace {
+
+// The value of `family{topic}` in `registry` (counter or histogram count).
+double MetricValue(prometheus::Registry& registry, const std::string& family,
+                   const std::string& topic = "") {
+  for (const prometheus::MetricFamily& f : registry.Collect()) {
+    if (f.name != family) continue;
+    for (const prometheus::ClientMetric& m : f.metric) {
+      const bool match =
+          topic.empty() || (m.label.size() == 1 && m.label[0].name == "topic" &&
+                            m.label[0].value == topic);
+      if (!match) continue;
+      return f.type == prometheus::MetricType::Histogram
+                 ? static_cast<double>(m.histogram.sample_count)
+                 : m.counter.value;
+    }
+  }
+  return -1;
+}
+
+TEST_F(DelivererTest, MetricsCountTheFlowByTopic) {
+  prometheus::Registry registry;
+  DeliveryMetrics metrics(registry);
+  service_ = std::make_unique<JobService>(&store_, &clock_, limits_, &metrics);
+  absl::Cleanup stop = [this] { service_.reset(); };  // before `metrics`
+  service().Start();
+  Sub sub = Subscribe("m");
+  MustScheduleWith("m", "a", 0, Retry(2, 30'000));
+  MustSchedule("m", "b", 0);
+  ASSERT_TRUE(sub.sink->WaitFor(2));
+  const std::string a_token = sub.sink->at(0).job().id() == "a"
+                                  ? sub.sink->at(0).ack_token()
+                                  : sub.sink->at(1).ack_token();
+  const std::string b_token = sub.sink->at(0).job().id() == "b"
+                                  ? sub.sink->at(0).ack_token()
+                                  : sub.sink->at(1).ack_token();
+  ASSERT_OK(Nack(a_token, 0));
+  ASSERT_TRUE(sub.sink->WaitFor(3));
+  ASSERT_OK(Nack(sub.sink->at(2).ack_token(), 0));  // out of attempts: DEAD
+  EXPECT_EQ(AckCode(b_token), absl::StatusCode::kOk);
+  Quiesce();
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_fired_total", "m"), 2);
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_delivered_total", "m"), 3);
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_redelivered_total", "m"), 1);
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_nacked_total", "m"), 2);
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_dead_lettered_total", "m"), 1);
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_acked_total", "m"), 1);
+  EXPECT_EQ(MetricValue(registry, "delayd_fire_lateness_seconds"), 3);
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_scheduled_total", "m"), 2);
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_canceled_total", "m"), 0);
+
+  // Scheduled counts creations and replacements, not identical retries;
+  // canceled counts cancels that took effect.
+  MustSchedule("m", "c", 30'000);
+  MustSchedule("m", "c", 30'000);  // identical retry: nothing new
+  ASSERT_OK(service().Schedule(
+      ScheduleReq("m", "c", 45'000, "", v1::IF_EXISTS_REPLACE)));
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_scheduled_total", "m"), 4);
+  ASSERT_OK(service().Cancel(CancelReq("m", "c")));
+  ASSERT_OK(service().Cancel(CancelReq("m", "c")));  // NOT_FOUND
+  EXPECT_EQ(MetricValue(registry, "delayd_jobs_canceled_total", "m"), 1);
+}
+
+// delayd_jobs_due_within{topic,window} of a collector over `service`.
+std::map<std::string, double> DueWithin(JobService& service,
+                                        const std::string& topic) {
+  std::map<std::string, double> out;
+  for (const prometheus::MetricFamily& f : JobsCollector(&service).Collect()) {
+    if (f.name != "delayd_jobs_due_within") continue;
+    for (const prometheus::ClientMetric& m : f.metric) {
+      std::map<std::string, std::string> labels;
+      for (const auto& l : m.label) labels[l.name] = l.value;
+      if (labels["topic"] == topic) out[labels["window"]] = m.gauge.value;
+    }
+  }
+  return out;
+}
+
+TEST_F(DelivererTest, DueWithinGaugesCountScheduledJobsByWindow) {
+  service().Start();
+  MustSchedule("w", "soon", 30'000);             // 30 s
+  MustSchedule("w", "later", 30 * 60'000);       // 30 min
+  MustSchedule("w", "tomorrow", 20 * 3600'000);  // 20 h
+  MustSchedule("w", "far", 48 * 3600'000);       // 2 days
+  EXPECT_THAT(
+      DueWithin(service(), "w"),
+      ::testing::ElementsAre(::testing::Pair("1d", 3), ::testing::Pair("1h", 2),
+                             ::testing::Pair("1m", 1)));
+}
+
+}  // namespace
+}  // namespace delayd::server::testing
