@@ -73,6 +73,10 @@ TEST_F(TimerIndexTest, HorizonTimersLeaveATrackedTimerWhereItIs) {
 TEST_F(TimerIndexTest, AKeyWhoseTrackedTimerFiredForNothingGetsANewOne) {
   index_.SetHorizon(kT0 + 1000);
   index_.AddHorizonTimers({{{kT0 + 10, kHash, kCheck}}});
+  // The timer thread has seen the timer (it sleeps until it); only then
+  // does a sleep "until woken" mean that it fired. (Awaiting that alone
+  // raced: the thread could still be in its sleep from before the add.)
+  ASSERT_TRUE(clock_.AwaitWaiter(kT0 + 10, kPatience));
   clock_.SetMs(kT0 + 10);
   ASSERT_TRUE(clock_.AwaitWaiter(timer::Clock::kNoDeadline, kPatience));
   ASSERT_EQ(FiredCount(), 1u);  // nobody calls Fired: it was for nothing
