@@ -73,10 +73,11 @@ JobService::JobService(storage::JobStore* store, timer::Clock* clock,
                  }),
       timers_(&scheduler_),
       dead_(&topics_),
+      ledger_(&topics_, &dead_, &timers_, metrics_),
       deliverer_(std::make_unique<Deliverer>(
-          Deliverer::Deps{store_, clock_, &limits_, &locks_, &topics_, &timers_,
-                          &scheduler_, &dead_, metrics_, &retention_})),
-      sweeper_(Sweeper::Deps{store_, clock_, &locks_, &dead_, &retention_}) {}
+          Deliverer::Deps{store_, clock_, &limits_, &locks_, &ledger_,
+                          &scheduler_, &retention_})),
+      sweeper_(Sweeper::Deps{store_, clock_, &locks_, &ledger_, &retention_}) {}
 
 JobService::~JobService() { Stop(); }
 
@@ -112,7 +113,6 @@ JobService::Decision JobService::Decide(const Planned& plan,
                                         int64_t now_ms) {
   const v1::JobSpec& spec = plan.request.job();
   Decision d;
-  d.was_live = stored.has_value() && IsLive(stored->job().state());
   d.was = StateOf(stored);
   if (Occupied(stored)) {
     switch (plan.request.if_exists()) {
@@ -165,26 +165,12 @@ JobService::Decision JobService::Decide(const Planned& plan,
 void JobService::Commit(const Decision& d) {
   if (!d.mutation.has_value()) return;
   const Mutation& m = *d.mutation;
+  ledger_.Apply(JobLedger::Of(m, d.was,
+                              d.created    ? JobLedger::Cause::kScheduled
+                              : d.canceled ? JobLedger::Cause::kCanceled
+                                           : JobLedger::Cause::kOther));
   const absl::string_view topic = AsAbsl(m.topic());
   const absl::string_view id = AsAbsl(m.id());
-  const uint64_t hash = KeyHash(topic, id);
-  const uint32_t check = KeyCheck(topic, id);
-  // Whatever changed, a queued READY entry no longer stands: the job is
-  // gone, or waits for its (new) timer.
-  if (d.was_live) topics_.RemoveReady(topic, id);
-  dead_.NoteChange(topic, id, d.was,
-                   m.kind() == Mutation::Kind::kPut
-                       ? m.record().job().state()
-                       : v1::JOB_STATE_UNSPECIFIED);
-  if (std::optional<int64_t> due = m.new_due_ms(); due.has_value()) {
-    timers_.Arm(hash, check, *due);
-    if (!d.was_live) topics_.AddLive(topic, 1);
-  } else {
-    timers_.Disarm(hash, check);
-    if (d.was_live) topics_.AddLive(topic, -1);
-  }
-  if (d.created) metrics_->For(topic).scheduled->Increment();
-  if (d.canceled) metrics_->For(topic).canceled->Increment();
   if (m.kind() == Mutation::Kind::kPut &&
       m.record().job().state() == v1::JOB_STATE_CANCELED &&
       d.was == v1::JOB_STATE_IN_FLIGHT) {
@@ -354,7 +340,6 @@ absl::StatusOr<v1::RescheduleResponse> JobService::Reschedule(
   *record.mutable_job()->mutable_fire_at() = UnixMsToTimestamp(*due);
   *record.mutable_job()->mutable_updated_at() = UnixMsToTimestamp(now_ms);
   Decision d;
-  d.was_live = true;
   d.was = state;
   d.job = Present(record, now_ms);
   d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(**stored));
@@ -384,7 +369,6 @@ JobService::Decision JobService::DecideCancel(
     default:
       break;
   }
-  d.was_live = IsLive(old.job().state());
   d.was = old.job().state();
   d.canceled = true;
   if (old.job().state() == v1::JOB_STATE_IN_FLIGHT) {

@@ -62,6 +62,7 @@
 #include "server/core/sweeper.h"
 #include "server/delivery/deliverer.h"
 #include "server/jobs/id_generator.h"
+#include "server/jobs/job_ledger.h"
 #include "server/jobs/job_timers.h"
 #include "server/jobs/key_locks.h"
 #include "server/jobs/limits.h"
@@ -162,7 +163,6 @@ class JobService {
     bool created = false;
     bool canceled = false;  // the mutation cancels the job
     absl::Status status;    // non-OK: refused (nothing to write)
-    bool was_live = false;
     // The stored record's state; JOB_STATE_UNSPECIFIED when none.
     v1::JobState was = v1::JOB_STATE_UNSPECIFIED;
   };
@@ -222,6 +222,7 @@ class JobService {
   timer::Scheduler scheduler_;
   JobTimers timers_;
   TerminalStateCounter dead_;
+  JobLedger ledger_;
   std::unique_ptr<Deliverer> deliverer_;
   Sweeper sweeper_;
 

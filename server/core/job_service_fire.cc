@@ -181,13 +181,12 @@ void JobService::FireBatch(const std::vector<timer::TimerEntry>& all) {
       }
     }
     for (const JobKey& key : due) {
-      timers_.Fired(KeyHash(key.topic, key.id), KeyCheck(key.topic, key.id));
-      if (topics_.PushReady(key.topic, key.id)) ++readied[key.topic];
+      if (ledger_.Due(key.topic, key.id)) ++readied[key.topic];
     }
     begin = end;
   }
   for (const auto& [topic, n] : readied) {
-    metrics_->For(topic).fired->Increment(static_cast<double>(n));
+    ledger_.CountFired(topic, n);
     deliverer_->Kick(topic);
   }
 }

@@ -163,7 +163,11 @@ absl::StatusOr<size_t> Sweeper::SweepOnce(int64_t now_ms, size_t max) {
   s = d_.store->Apply(mutations, storage::Durability::kNoSync);
   if (!s.ok()) return s;
   for (const auto& [i, state] : deleted) {
-    d_.counts->Note(state, entries[i].key.topic, entries[i].key.id, -1);
+    JobLedger::Change change;
+    change.topic = entries[i].key.topic;
+    change.id = entries[i].key.id;
+    change.before = state;  // after: deleted
+    d_.ledger->Apply(change);
   }
   swept_.fetch_add(static_cast<int64_t>(deleted.size()),
                    std::memory_order_relaxed);

@@ -14,7 +14,7 @@
 // expire sooner; with retention off and the index empty the thread ends).
 //
 // Thread-safe. JobService owns it and shares with it the store, clock,
-// KeyLocks and TerminalStateCounter (counts of DONE and CANCELED drop as it
+// KeyLocks and JobLedger (counts of DONE and CANCELED drop as it
 // deletes).
 #ifndef DELAYD_SERVER_CORE_SWEEPER_H_
 #define DELAYD_SERVER_CORE_SWEEPER_H_
@@ -27,9 +27,9 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "server/jobs/job_ledger.h"
 #include "server/jobs/key_locks.h"
 #include "server/jobs/retention.h"
-#include "server/jobs/terminal_state_counter.h"
 #include "server/timer/clock.h"
 #include "storage/job_store.h"
 
@@ -45,7 +45,7 @@ class Sweeper {
     storage::JobStore* store;
     timer::Clock* clock;
     KeyLocks* locks;
-    TerminalStateCounter* counts;
+    JobLedger* ledger;
     const Retention* retention;
   };
 

@@ -1,0 +1,71 @@
+// What the parts of delivery share: the services they borrow (DeliveryDeps)
+// and the in-memory state under one mutex (DeliveryState) — the
+// subscribers and the leases, which change together (a lease holds its
+// subscriber's credit). Deliverer owns one DeliveryState and hands it to
+// Dispatcher, LeaseEndings and AckHandler.
+//
+// Lock order: KeyLocks, then DeliveryState::mu, then the leaf locks
+// (WorkLoop, TopicTable, JobTimers, Scheduler, TerminalStateCounter).
+#ifndef DELAYD_SERVER_DELIVERY_DELIVERY_STATE_H_
+#define DELAYD_SERVER_DELIVERY_DELIVERY_STATE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "server/delivery/lease_table.h"
+#include "server/delivery/subscriber_set.h"
+#include "server/jobs/job_key.h"
+#include "server/jobs/job_ledger.h"
+#include "server/jobs/key_locks.h"
+#include "server/jobs/limits.h"
+#include "server/jobs/retention.h"
+#include "server/timer/clock.h"
+#include "server/timer/scheduler.h"
+#include "storage/job_store.h"
+
+namespace delayd::server {
+
+// What delivery borrows from its owner (JobService); all must outlive it.
+struct DeliveryDeps {
+  storage::JobStore* store;
+  timer::Clock* clock;
+  const Limits* limits;
+  KeyLocks* locks;
+  JobLedger* ledger;
+  timer::Scheduler* scheduler;  // lease timers share it with due timers
+  const Retention* retention;
+};
+
+class DeliveryState {
+ public:
+  // `scheduler` and `topics` must outlive it.
+  DeliveryState(timer::Scheduler* scheduler, TopicTable* topics)
+      : leases(scheduler), topics_(topics) {}
+  DeliveryState(const DeliveryState&) = delete;
+  DeliveryState& operator=(const DeliveryState&) = delete;
+
+  absl::Mutex mu;
+  SubscriberSet subscribers ABSL_GUARDED_BY(mu);
+  LeaseTable leases ABSL_GUARDED_BY(mu);
+
+  // Starts a lease on the credit Reserve()d for its subscriber.
+  // REQUIRES: the key's lock held; the subscriber known.
+  void StartLeaseLocked(const JobKey& key, const LeaseTable::Lease& lease)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Ends the key's lease, if any: cancels its timer, returns its credit
+  // (appending the topic to `kick` when it did) and its in-flight count.
+  // REQUIRES: the key's lock held.
+  void EndLeaseLocked(const JobKey& key, std::vector<std::string>& kick)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+ private:
+  TopicTable* const topics_;
+};
+
+// Sorts and dedups `topics` (to kick each once).
+void UniqueTopics(std::vector<std::string>& topics);
+
+}  // namespace delayd::server
+
+#endif  // DELAYD_SERVER_DELIVERY_DELIVERY_STATE_H_

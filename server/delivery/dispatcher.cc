@@ -1,0 +1,171 @@
+#include "server/delivery/dispatcher.h"
+
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "delayd/proto_time.h"
+#include "server/base/log.h"
+#include "server/delivery/ack_token.h"
+#include "storage/job_record.h"
+
+namespace delayd::server {
+
+using storage::JobRecord;
+using storage::Mutation;
+using storage::TimestampToUnixMs;
+using storage::UnixMsToTimestamp;
+
+void Dispatcher::Dispatch(const std::string& topic) {
+  std::vector<uint64_t> slots;
+  {
+    absl::MutexLock lock(&state_->mu);
+    slots = state_->subscribers.Reserve(topic, kChunk);
+  }
+  if (slots.empty()) return;
+  TopicTable& topics = d_.ledger->topics();
+  const std::vector<std::string> ids = topics.PopReady(topic, slots.size());
+  if (ids.size() == slots.size()) loop_->Kick(topic);  // there may be more
+  std::vector<uint64_t> hashes;
+  std::vector<storage::JobKeyView> keys;
+  for (const std::string& id : ids) {
+    hashes.push_back(KeyHash(topic, id));
+    keys.push_back({topic, id});
+  }
+  struct Send {
+    std::shared_ptr<DeliverySink> sink;
+    v1::Delivery delivery;
+  };
+  std::vector<Send> sends;
+  bool backoff = false;
+  {
+    KeyLocks::Guard guard(*d_.locks, hashes);
+    absl::StatusOr<std::vector<std::optional<JobRecord>>> stored =
+        ids.empty() ? std::vector<std::optional<JobRecord>>()
+                    : d_.store->MultiGet(keys);
+    if (!stored.ok()) {
+      DELAYD_LOG_ERROR("dispatch %s: cannot read jobs: %s", topic,
+                       stored.status().ToString());
+    }
+    const int64_t now_ms = d_.clock->NowMs();
+    std::vector<size_t> picked;  // index into ids
+    std::vector<v1::JobState> before;
+    std::vector<Mutation> mutations;
+    if (stored.ok()) {
+      absl::MutexLock lock(&state_->mu);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        std::optional<JobRecord>& old = (*stored)[i];
+        if (!old.has_value()) continue;  // gone since it fell due
+        const v1::Job& job = old->job();
+        const v1::JobState state = job.state();
+        if (state == v1::JOB_STATE_IN_FLIGHT) {
+          // Leased: not ready (it was queued twice). Without a lease: a
+          // delivery of an earlier process, as good as READY.
+          if (state_->leases.Contains(JobKey{topic, ids[i]})) continue;
+        } else if (state != v1::JOB_STATE_SCHEDULED &&
+                   state != v1::JOB_STATE_READY) {
+          continue;  // canceled in flight, dead: not deliverable
+        }
+        const int64_t due_ms = TimestampToUnixMs(job.fire_at());
+        if (due_ms > now_ms) {
+          // Moved later, or the wall clock stepped back since it fired:
+          // never early. Its timer fires again at the due time.
+          d_.ledger->timers().Arm(hashes[i], KeyCheck(topic, ids[i]), due_ms);
+          continue;
+        }
+        // The record is read for this put only: change it in place.
+        const std::optional<int64_t> due_entry = storage::DueIndexEntryOf(*old);
+        JobRecord record = *std::move(old);
+        v1::Job& next = *record.mutable_job();
+        next.set_state(v1::JOB_STATE_IN_FLIGHT);
+        next.set_attempts(next.attempts() + 1);
+        *next.mutable_updated_at() = UnixMsToTimestamp(now_ms);
+        record.set_delivery_nonce(state_->leases.NewNonce());
+        record.set_lease_expires_at_ms(now_ms +
+                                       DurationMs(next.retry().lease()));
+        before.push_back(state);
+        mutations.push_back(Mutation::Put(std::move(record), due_entry));
+        picked.push_back(i);
+      }
+    }
+    absl::Status written =
+        stored.ok() ? d_.store->Apply(mutations, storage::Durability::kNoSync)
+                    : stored.status();
+    if (!written.ok()) {
+      DELAYD_LOG_ERROR("dispatch %s: cannot write %d leases: %s", topic,
+                       mutations.size(), written.ToString());
+      picked.clear();
+      mutations.clear();
+    }
+    for (size_t k = 0; k < mutations.size(); ++k) {
+      d_.ledger->Apply(JobLedger::Of(mutations[k], before[k]));
+    }
+    std::vector<std::string> orphans;
+    {
+      absl::MutexLock lock(&state_->mu);
+      for (size_t k = 0; k < picked.size(); ++k) {
+        const std::string& id = ids[picked[k]];
+        const JobRecord& record = mutations[k].record();
+        SubscriberSet::Subscriber* sub = state_->subscribers.Find(slots[k]);
+        if (sub == nullptr) {
+          // Its stream ended meanwhile: IN_FLIGHT without a lease, which
+          // the next round takes as READY.
+          orphans.push_back(id);
+          continue;
+        }
+        state_->StartLeaseLocked(
+            JobKey{topic, id},
+            LeaseTable::Lease{
+                sub->id, record.delivery_nonce(), record.job().attempts(),
+                record.lease_expires_at_ms(), 0, timer::TimerHandle(), false,
+                *mutations[k].new_due_ms()});
+        Send& send = sends.emplace_back();
+        send.sink = sub->sink;
+        send.delivery.set_ack_token(EncodeAckToken(
+            {topic, id, record.job().attempts(), record.delivery_nonce()}));
+        send.delivery.set_attempt(record.job().attempts());
+        *send.delivery.mutable_lease_expires_at() =
+            UnixMsToTimestamp(record.lease_expires_at_ms());
+        // Written: the mutation's job is needed no more (IN_FLIGHT is shown
+        // as stored, so PresentJob would copy it unchanged).
+        send.delivery.mutable_job()->Swap(
+            mutations[k].mutable_record().mutable_job());
+      }
+      // Credit reserved for nobody (jobs gone, not due, orphaned) returns.
+      for (size_t k = picked.size(); k < slots.size(); ++k) {
+        state_->subscribers.Unreserve(slots[k]);
+      }
+    }
+    topics.AddInFlight(topic, static_cast<int64_t>(sends.size()));
+    if (!written.ok()) {
+      for (const std::string& id : ids) topics.PushReady(topic, id);
+      backoff = true;
+    }
+    for (const std::string& id : orphans) topics.PushReady(topic, id);
+    if (!orphans.empty() || backoff) loop_->Kick(topic);
+  }
+  if (backoff) {
+    // Try again shortly rather than spin on a failing store.
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  if (sends.empty()) return;
+  DeliveryMetrics& metrics = d_.ledger->metrics();
+  const DeliveryMetrics::Topic& counters = metrics.For(topic);
+  int64_t redelivered = 0;
+  for (Send& send : sends) {
+    const int64_t due_us =
+        TimestampToUnixMs(send.delivery.job().fire_at()) * 1000;
+    if (send.delivery.attempt() > 1) ++redelivered;
+    send.sink->Send(std::move(send.delivery));
+    metrics.ObserveLateness(static_cast<double>(d_.clock->NowUs() - due_us) /
+                            1e6);
+  }
+  counters.delivered->Increment(static_cast<double>(sends.size()));
+  if (redelivered > 0) {
+    counters.redelivered->Increment(static_cast<double>(redelivered));
+  }
+}
+
+}  // namespace delayd::server

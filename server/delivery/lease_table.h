@@ -1,0 +1,85 @@
+// LeaseTable: the deliveries out, in memory only — key -> {subscriber,
+// nonce, attempt, deadline, lease timer}. A lease's deadline is a timer in
+// the shared Scheduler, tagged kLeaseTagBit | a sequence number that is new
+// for every (re)armed deadline, so a fired tag names exactly one arming of
+// one lease; the fire path hands fired lease tags back (Deliverer).
+//
+// Invariants: each lease has exactly one live sequence number, found in the
+// sequence index; a lease's nonce is never 0 (0 means "never delivered" in
+// the record) and matches the stored record's delivery_nonce while the
+// lease is current.
+//
+// Thread-compatible: Deliverer guards it with DeliveryState::mu. Its
+// Scheduler calls take the Scheduler's own lock (a leaf).
+#ifndef DELAYD_SERVER_DELIVERY_LEASE_TABLE_H_
+#define DELAYD_SERVER_DELIVERY_LEASE_TABLE_H_
+
+#include <cstdint>
+#include <optional>
+#include <random>
+
+#include "absl/container/flat_hash_map.h"
+#include "server/jobs/job_key.h"
+#include "server/timer/scheduler.h"
+
+namespace delayd::server {
+
+class LeaseTable {
+ public:
+  struct Lease {
+    uint64_t subscriber = 0;  // 0: its stream ended, release pending
+    uint64_t nonce = 0;
+    uint32_t attempt = 0;
+    int64_t deadline_ms = 0;
+    uint64_t seq = 0;  // the lease timer's tag is kLeaseTagBit | seq
+    timer::TimerHandle timer;
+    bool canceled = false;  // canceled in flight: not counted as in flight
+    // The record's due entry while the lease is current: its fire_at, or
+    // none once canceled in flight (a CANCELED record has none). Nothing
+    // moves a leased job's fire_at (Reschedule refuses IN_FLIGHT, REPLACE
+    // drops the lease), so Ack deletes the record without reading it.
+    int64_t due_ms = 0;
+  };
+
+  // `scheduler` must outlive the table.
+  explicit LeaseTable(timer::Scheduler* scheduler);
+  LeaseTable(const LeaseTable&) = delete;
+  LeaseTable& operator=(const LeaseTable&) = delete;
+
+  // nullptr when the key has no lease.
+  Lease* Find(const JobKey& key);
+  bool Contains(const JobKey& key) const { return leases_.contains(key); }
+  // Whether `key` has a lease with this nonce and attempt (the ack token's).
+  bool IsCurrent(const JobKey& key, uint64_t nonce, uint32_t attempt) const;
+
+  // Adds a lease; gives it a sequence number and arms its timer at its
+  // deadline. REQUIRES: the key has none.
+  void Add(const JobKey& key, Lease lease);
+  // Removes the key's lease and cancels its timer; returns it, or nullopt.
+  std::optional<Lease> Remove(const JobKey& key);
+  // Moves the lease's timer to `at_ms` (its deadline unchanged unless the
+  // caller changed it); when the timer fired already, arms a new one under
+  // a new sequence number, so the expiry under way finds it extended.
+  void Rearm(const JobKey& key, Lease& lease, int64_t at_ms);
+  // Moves the lease's timer to `at_ms` under the same sequence number,
+  // arming a new one when it fired already (an expiry that must try again).
+  void ArmAgain(Lease& lease, int64_t at_ms);
+
+  // The key whose lease timer has sequence `seq`; nullptr once it ended or
+  // was re-armed under another.
+  const JobKey* KeyOf(uint64_t seq) const;
+
+  // A fresh nonce, never 0 (64 bits of a PRNG seeded from the OS).
+  uint64_t NewNonce();
+
+ private:
+  timer::Scheduler* const scheduler_;
+  uint64_t next_seq_ = 1;
+  std::mt19937_64 rng_;
+  absl::flat_hash_map<JobKey, Lease> leases_;
+  absl::flat_hash_map<uint64_t, JobKey> keys_;  // seq -> key
+};
+
+}  // namespace delayd::server
+
+#endif  // DELAYD_SERVER_DELIVERY_LEASE_TABLE_H_

@@ -1,0 +1,89 @@
+#include "server/delivery/subscriber_set.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace delayd::server {
+
+uint64_t SubscriberSet::Add(const std::string& topic,
+                            const std::string& consumer, uint32_t max_in_flight,
+                            std::shared_ptr<DeliverySink> sink) {
+  const uint64_t id = next_id_++;
+  Subscriber& sub = subscribers_[id];
+  sub.id = id;
+  sub.topic = topic;
+  sub.consumer = consumer;
+  sub.max_in_flight = max_in_flight;
+  sub.sink = std::move(sink);
+  topics_[topic].ids.push_back(id);
+  return id;
+}
+
+std::optional<SubscriberSet::Subscriber> SubscriberSet::Remove(uint64_t id) {
+  auto it = subscribers_.find(id);
+  if (it == subscribers_.end()) return std::nullopt;
+  auto t = topics_.find(it->second.topic);
+  std::vector<uint64_t>& ids = t->second.ids;
+  ids.erase(std::find(ids.begin(), ids.end(), id));
+  if (ids.empty()) {
+    topics_.erase(t);
+  } else {
+    t->second.cursor %= ids.size();
+  }
+  std::optional<Subscriber> removed(std::move(it->second));
+  subscribers_.erase(it);
+  return removed;
+}
+
+SubscriberSet::Subscriber* SubscriberSet::Find(uint64_t id) {
+  auto it = subscribers_.find(id);
+  return it == subscribers_.end() ? nullptr : &it->second;
+}
+
+std::vector<uint64_t> SubscriberSet::Reserve(const std::string& topic,
+                                             size_t max) {
+  std::vector<uint64_t> slots;
+  auto it = topics_.find(topic);
+  if (closed_ || it == topics_.end()) return slots;
+  TopicOrder& t = it->second;
+  const size_t n = t.ids.size();
+  // Round-robin over those with free credit; stop after a full turn finds
+  // none.
+  for (size_t idle = 0; slots.size() < max && idle < n;) {
+    Subscriber& sub = subscribers_.at(t.ids[t.cursor]);
+    t.cursor = (t.cursor + 1) % n;
+    if (sub.in_flight < sub.max_in_flight) {
+      ++sub.in_flight;
+      slots.push_back(sub.id);
+      idle = 0;
+    } else {
+      ++idle;
+    }
+  }
+  return slots;
+}
+
+void SubscriberSet::Unreserve(uint64_t id) {
+  if (Subscriber* sub = Find(id); sub != nullptr) --sub->in_flight;
+}
+
+void SubscriberSet::AttachLease(uint64_t id, const JobKey& key) {
+  subscribers_.at(id).leased.insert(key);
+}
+
+bool SubscriberSet::DetachLease(uint64_t id, const JobKey& key) {
+  Subscriber* sub = Find(id);
+  if (sub == nullptr) return false;
+  --sub->in_flight;
+  sub->leased.erase(key);
+  return true;
+}
+
+std::vector<std::shared_ptr<DeliverySink>> SubscriberSet::Close() {
+  closed_ = true;
+  std::vector<std::shared_ptr<DeliverySink>> sinks;
+  for (const auto& [id, sub] : subscribers_) sinks.push_back(sub.sink);
+  return sinks;
+}
+
+}  // namespace delayd::server

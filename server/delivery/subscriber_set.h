@@ -1,0 +1,86 @@
+// SubscriberSet: the open Subscribe streams, per topic in round-robin order,
+// each with its credit (max_in_flight) and the keys it holds leases of.
+// Reserve hands out credit round-robin over a topic's subscribers that have
+// some free, so subscribers share a topic evenly and a slow one (out of
+// credit) holds back nobody.
+//
+// Invariants: a subscriber's in_flight counts its leases plus the credit
+// reserved for it and not yet used or given back, and never passes
+// max_in_flight. Every id in a topic's order is a subscriber of that topic.
+//
+// Thread-compatible: Deliverer guards it with DeliveryState::mu.
+#ifndef DELAYD_SERVER_DELIVERY_SUBSCRIBER_SET_H_
+#define DELAYD_SERVER_DELIVERY_SUBSCRIBER_SET_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "server/delivery/delivery_sink.h"
+#include "server/jobs/job_key.h"
+
+namespace delayd::server {
+
+class SubscriberSet {
+ public:
+  struct Subscriber {
+    uint64_t id;
+    std::string topic;
+    std::string consumer;
+    uint32_t max_in_flight;
+    uint32_t in_flight = 0;  // leases held, plus credit reserved
+    std::shared_ptr<DeliverySink> sink;
+    absl::flat_hash_set<JobKey> leased;
+  };
+
+  SubscriberSet() = default;
+  SubscriberSet(const SubscriberSet&) = delete;
+  SubscriberSet& operator=(const SubscriberSet&) = delete;
+
+  // Adds a subscriber of `topic` last in its round-robin order; returns its
+  // id (never 0).
+  uint64_t Add(const std::string& topic, const std::string& consumer,
+               uint32_t max_in_flight, std::shared_ptr<DeliverySink> sink);
+  // Removes a subscriber and returns it (with the keys it holds leases
+  // of); nullopt for an unknown id.
+  std::optional<Subscriber> Remove(uint64_t id);
+  // nullptr for an unknown id.
+  Subscriber* Find(uint64_t id);
+
+  // Reserves up to `max` credits round-robin over the topic's subscribers
+  // with free credit; one subscriber id per credit. None once Close()d.
+  std::vector<uint64_t> Reserve(const std::string& topic, size_t max);
+  // Gives back one credit reserved for `id` and not used (ignored for an
+  // unknown id).
+  void Unreserve(uint64_t id);
+  // A lease of `key` starts on a credit reserved for `id`. REQUIRES: `id`
+  // known.
+  void AttachLease(uint64_t id, const JobKey& key);
+  // A lease of `key` held by `id` ended: its credit returns. Returns false
+  // when `id` is gone (its credit went with it).
+  bool DetachLease(uint64_t id, const JobKey& key);
+
+  // Refuses further credit (Reserve) from now on; returns every sink, to be
+  // closed.
+  std::vector<std::shared_ptr<DeliverySink>> Close();
+  bool closed() const { return closed_; }
+
+ private:
+  struct TopicOrder {
+    std::vector<uint64_t> ids;  // round-robin order
+    size_t cursor = 0;
+  };
+
+  bool closed_ = false;
+  uint64_t next_id_ = 1;
+  absl::flat_hash_map<uint64_t, Subscriber> subscribers_;
+  absl::flat_hash_map<std::string, TopicOrder> topics_;
+};
+
+}  // namespace delayd::server
+
+#endif  // DELAYD_SERVER_DELIVERY_SUBSCRIBER_SET_H_

@@ -1,0 +1,79 @@
+#include "server/jobs/job_ledger.h"
+
+#include "server/jobs/job_key.h"
+#include "storage/job_record.h"
+
+namespace delayd::server {
+
+JobLedger::Change JobLedger::Of(const storage::Mutation& m, v1::JobState before,
+                                Cause cause) {
+  Change c;
+  c.topic = AsAbsl(m.topic());
+  c.id = AsAbsl(m.id());
+  c.before = before;
+  c.after = m.kind() == storage::Mutation::Kind::kPut
+                ? m.record().job().state()
+                : v1::JOB_STATE_UNSPECIFIED;
+  c.due_ms = m.new_due_ms();
+  c.cause = cause;
+  return c;
+}
+
+bool JobLedger::Apply(const Change& c) {
+  const bool live_before = storage::IsLive(c.before);
+  const bool live_after = storage::IsLive(c.after);
+  const bool waiting =
+      c.after == v1::JOB_STATE_SCHEDULED || c.after == v1::JOB_STATE_READY;
+  // Whatever changed, a queued READY entry no longer stands: the job is
+  // gone, or waits for its (new) due time. A job taken for delivery has
+  // just left the queue.
+  if (live_before && c.after != v1::JOB_STATE_IN_FLIGHT) {
+    topics_->RemoveReady(c.topic, c.id);
+  }
+  terminal_->NoteChange(c.topic, c.id, c.before, c.after);
+  bool queued = false;
+  if (waiting && c.due_ms.has_value()) {
+    if (c.ready_now) {
+      queued = topics_->PushReady(c.topic, c.id);
+    } else {
+      timers_->Arm(KeyHash(c.topic, c.id), KeyCheck(c.topic, c.id), *c.due_ms);
+    }
+  } else if (c.after != v1::JOB_STATE_IN_FLIGHT) {
+    timers_->Disarm(KeyHash(c.topic, c.id), KeyCheck(c.topic, c.id));
+  }
+  if (live_before != live_after) topics_->AddLive(c.topic, live_after ? 1 : -1);
+
+  const bool dead_lettered =
+      c.after == v1::JOB_STATE_DEAD && c.before != v1::JOB_STATE_DEAD;
+  if (c.cause == Cause::kOther && !dead_lettered) return queued;
+  const DeliveryMetrics::Topic& metrics = metrics_->For(c.topic);
+  switch (c.cause) {
+    case Cause::kScheduled:
+      metrics.scheduled->Increment();
+      break;
+    case Cause::kCanceled:
+      metrics.canceled->Increment();
+      break;
+    case Cause::kAcked:
+      metrics.acked->Increment();
+      break;
+    case Cause::kNacked:
+      metrics.nacked->Increment();
+      break;
+    case Cause::kOther:
+      break;
+  }
+  if (dead_lettered) metrics.dead_lettered->Increment();
+  return queued;
+}
+
+bool JobLedger::Due(absl::string_view topic, absl::string_view id) {
+  timers_->Fired(KeyHash(topic, id), KeyCheck(topic, id));
+  return topics_->PushReady(topic, id);
+}
+
+void JobLedger::CountFired(absl::string_view topic, int64_t n) {
+  if (n > 0) metrics_->For(topic).fired->Increment(static_cast<double>(n));
+}
+
+}  // namespace delayd::server

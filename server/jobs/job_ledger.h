@@ -1,0 +1,96 @@
+// JobLedger: the in-memory bookkeeping that follows every committed write of
+// a job record, in one place. Every writer — the mutating rpcs, the fire
+// path, dispatch, acks, nacks and lease ends, the sweeper — describes its
+// write as a Change (the record's state before and after it) and applies it
+// here, after the store has taken the write. From the two states alone the
+// ledger keeps:
+//   * TopicTable's live count (SCHEDULED + READY + IN_FLIGHT) and its ready
+//     queue (a live job that changes leaves it; a retry due now joins it);
+//   * the terminal-state counts (TerminalStateCounter: DEAD, DONE, CANCELED);
+//   * the job's due timer (JobTimers): armed at the new due time while the
+//     job waits (SCHEDULED), left alone while it is IN_FLIGHT (its timer has
+//     fired; the lease has its own), dropped otherwise;
+//   * the job-flow counters (DeliveryMetrics) that the states tell, and
+//     those the Change's cause names (scheduled, canceled, acked, nacked).
+// What it does not keep: the in-flight count and the subscribers' credit,
+// which belong to the leases (delivery/), and waking the dispatcher, which
+// the caller does when Apply says a job became ready.
+//
+// Thread-safe. REQUIRES of every caller: the key's KeyLocks held, and the
+// write the Change describes committed.
+#ifndef DELAYD_SERVER_JOBS_JOB_LEDGER_H_
+#define DELAYD_SERVER_JOBS_JOB_LEDGER_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/strings/string_view.h"
+#include "delayd/v1/delayd.pb.h"
+#include "server/jobs/job_timers.h"
+#include "server/jobs/terminal_state_counter.h"
+#include "server/jobs/topic_table.h"
+#include "server/metrics/delivery_metrics.h"
+#include "storage/mutation.h"
+
+namespace delayd::server {
+
+class JobLedger {
+ public:
+  // Why a record changed, for the counters its states cannot tell.
+  enum class Cause { kOther, kScheduled, kCanceled, kAcked, kNacked };
+
+  // One committed write of one job.
+  struct Change {
+    absl::string_view topic;
+    absl::string_view id;
+    // The stored state before and after; JOB_STATE_UNSPECIFIED: no record
+    // (created, or deleted).
+    v1::JobState before = v1::JOB_STATE_UNSPECIFIED;
+    v1::JobState after = v1::JOB_STATE_UNSPECIFIED;
+    // The record's due entry after the write (Mutation::new_due_ms()).
+    std::optional<int64_t> due_ms;
+    // After SCHEDULED: the job is due already; queue it as READY at once
+    // instead of arming a timer that would fire at once.
+    bool ready_now = false;
+    Cause cause = Cause::kOther;
+  };
+
+  // The Change a mutation makes of a record stored in state `before`.
+  static Change Of(const storage::Mutation& m, v1::JobState before,
+                   Cause cause = Cause::kOther);
+
+  // Everything borrowed must outlive the ledger.
+  JobLedger(TopicTable* topics, TerminalStateCounter* terminal,
+            JobTimers* timers, DeliveryMetrics* metrics)
+      : topics_(topics),
+        terminal_(terminal),
+        timers_(timers),
+        metrics_(metrics) {}
+  JobLedger(const JobLedger&) = delete;
+  JobLedger& operator=(const JobLedger&) = delete;
+
+  // Applies one change. Returns true when the job was queued as READY (the
+  // caller kicks the topic's dispatch).
+  bool Apply(const Change& c);
+
+  // The job's due timer fired and the due index confirms it is due: it
+  // leaves the timers and joins the ready queue. Returns false when it was
+  // queued already. Count the topic's fired jobs with CountFired.
+  bool Due(absl::string_view topic, absl::string_view id);
+  void CountFired(absl::string_view topic, int64_t n);
+
+  TopicTable& topics() { return *topics_; }
+  JobTimers& timers() { return *timers_; }
+  TerminalStateCounter& terminal() { return *terminal_; }
+  DeliveryMetrics& metrics() { return *metrics_; }
+
+ private:
+  TopicTable* const topics_;
+  TerminalStateCounter* const terminal_;
+  JobTimers* const timers_;
+  DeliveryMetrics* const metrics_;
+};
+
+}  // namespace delayd::server
+
+#endif  // DELAYD_SERVER_JOBS_JOB_LEDGER_H_
