@@ -1,61 +1,16 @@
-// JobService: the mutating rpcs (Schedule, ScheduleBatch, Reschedule,
-// Cancel, CancelByPrefix). Queries are in job_service_query.cc, recovery and
-// firing in job_service_fire.cc.
 #include "server/core/job_service.h"
 
+#include <limits>
+#include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "absl/time/clock.h"
+#include "server/base/log.h"
 #include "server/jobs/job_key.h"
-#include "server/jobs/validation.h"
-#include "storage/job_record.h"
 
 namespace delayd::server {
-namespace {
-
-using storage::DueIndexEntryOf;
-using storage::IsLive;
-using storage::JobRecord;
-using storage::Mutation;
-using storage::UnixMsToTimestamp;
-
-// FNV-1a over the deterministic serialization of the spec: stable across
-// restarts (it is stored), so an identical retry is recognized later too.
-uint64_t SpecDigest(const v1::JobSpec& spec) {
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream out(&stream);
-    out.SetSerializationDeterministic(true);
-    spec.SerializeToCodedStream(&out);
-  }
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
-  return h == 0 ? 1 : h;  // 0 means "unknown" in the record
-}
-
-using storage::ExpiryIndexEntryOf;
-using storage::IsFinished;
-
-// A record of a job that has not finished (live or DEAD).
-bool Unfinished(const std::optional<JobRecord>& stored) {
-  return stored.has_value() && !IsFinished(stored->job().state());
-}
-
-// The state of what is stored; UNSPECIFIED for nothing.
-v1::JobState StateOf(const std::optional<JobRecord>& stored) {
-  return stored.has_value() ? stored->job().state() : v1::JOB_STATE_UNSPECIFIED;
-}
-
-std::string KeyText(absl::string_view topic, absl::string_view id) {
-  return absl::StrCat("(", topic, ", \"", id, "\")");
-}
-
-}  // namespace
 
 JobService::JobService(storage::JobStore* store, timer::Clock* clock,
                        const Limits& limits, DeliveryMetrics* metrics,
@@ -69,417 +24,94 @@ JobService::JobService(storage::JobStore* store, timer::Clock* clock,
       retention_(retention),
       scheduler_(clock,
                  [this](std::vector<timer::TimerEntry> fired) {
-                   OnFired(std::move(fired));
+                   fire_.OnFired(std::move(fired));
                  }),
       timers_(&scheduler_),
-      dead_(&topics_),
-      ledger_(&topics_, &dead_, &timers_, metrics_),
-      deliverer_(std::make_unique<Deliverer>(
-          Deliverer::Deps{store_, clock_, &limits_, &locks_, &ledger_,
-                          &scheduler_, &retention_})),
+      terminal_(&topics_),
+      ledger_(&topics_, &terminal_, &timers_, metrics_),
+      deliverer_(Deliverer::Deps{store_, clock_, &limits_, &locks_, &ledger_,
+                                 &scheduler_, &retention_}),
+      horizon_(store_, clock_, &timers_, &scheduler_),
+      fire_(FirePath::Deps{store_, clock_, &locks_, &ledger_, &scheduler_,
+                           &deliverer_, &horizon_}),
+      writer_(JobWriter::Deps{store_, clock_, &limits_, &locks_, &ledger_,
+                              &deliverer_, &retention_}),
+      query_(store_, clock_, &limits_, &topics_),
       sweeper_(Sweeper::Deps{store_, clock_, &locks_, &ledger_, &retention_}) {}
 
 JobService::~JobService() { Stop(); }
 
-bool JobService::Occupied(const std::optional<JobRecord>& stored) const {
-  if (!stored.has_value()) return false;
-  return !IsFinished(stored->job().state()) || storage::IsRetained(*stored) ||
-         retention_.enabled();
-}
-
-absl::StatusOr<JobService::Planned> JobService::Plan(
-    absl::string_view field, const v1::ScheduleRequest& req, int64_t now_ms) {
-  const std::string job_field = absl::StrCat(field, "job");
-  if (absl::Status s = ValidateSpec(job_field, req.job(), limits_); !s.ok()) {
-    return s;
-  }
-  if (!v1::IfExists_IsValid(req.if_exists())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, "if_exists: unknown value ", static_cast<int>(req.if_exists())));
-  }
-  absl::StatusOr<int64_t> due =
-      ResolveDueMs(job_field, req.job(), now_ms, limits_);
-  if (!due.ok()) return due.status();
-  Planned plan{req, *due, 0};
-  if (plan.request.job().id().empty()) {
-    plan.request.mutable_job()->set_id(ids_.Next(now_ms));
-  }
-  plan.digest = SpecDigest(plan.request.job());
-  return plan;
-}
-
-JobService::Decision JobService::Decide(const Planned& plan,
-                                        const std::optional<JobRecord>& stored,
-                                        int64_t now_ms) {
-  const v1::JobSpec& spec = plan.request.job();
-  Decision d;
-  d.was = StateOf(stored);
-  if (Occupied(stored)) {
-    switch (plan.request.if_exists()) {
-      case v1::IF_EXISTS_KEEP:
-        d.job = Present(*stored, now_ms);
-        return d;
-      case v1::IF_EXISTS_REPLACE:
-        break;
-      default:  // FAIL and UNSPECIFIED
-        if (stored->spec_digest() == plan.digest) {
-          // An identical retry; of a finished job: it does not run again.
-          d.job = Present(*stored, now_ms);
-          return d;
+absl::StatusOr<JobService::RecoveryStats> JobService::Recover() {
+  const absl::Time start = absl::Now();
+  const int64_t now_ms = clock_->NowMs();
+  // Jobs beyond the memory horizon are counted but get no timer.
+  const int64_t horizon_end = horizon_.HorizonEnd(now_ms);
+  timers_.SetHorizon(horizon_end);
+  RecoveryStats stats;
+  std::vector<JobTimers::Entry> entries;
+  std::string last_topic;
+  int64_t run = 0;  // jobs of last_topic not yet added to the counts
+  absl::Status scan = store_->ScanDue(
+      0, std::numeric_limits<int64_t>::max(),
+      [&](int64_t due_ms, std::string_view std_topic, std::string_view std_id) {
+        const absl::string_view topic = AsAbsl(std_topic);
+        const absl::string_view id = AsAbsl(std_id);
+        if (due_ms <= horizon_end) {
+          entries.push_back({due_ms, KeyHash(topic, id), KeyCheck(topic, id)});
         }
-        d.status = absl::AlreadyExistsError(absl::StrCat(
-            "job: ", KeyText(spec.topic(), spec.id()),
-            IsFinished(d.was)
-                ? absl::StrCat(" exists (", v1::JobState_Name(d.was),
-                               ", kept by --retention) with a different spec "
-                               "(if_exists=IF_EXISTS_FAIL; use "
-                               "IF_EXISTS_REPLACE to schedule it again)")
-                : " exists with a different spec (if_exists=IF_EXISTS_FAIL; "
-                  "use IF_EXISTS_REPLACE or IF_EXISTS_KEEP)"));
-        return d;
-    }
-  }
-  JobRecord record;
-  v1::Job& job = *record.mutable_job();
-  job.set_topic(spec.topic());
-  job.set_id(spec.id());
-  job.set_payload(spec.payload());
-  job.set_state(v1::JOB_STATE_SCHEDULED);
-  *job.mutable_fire_at() = UnixMsToTimestamp(plan.due_ms);
-  *job.mutable_retry() = EffectiveRetry(spec.retry());
-  job.mutable_labels()->insert(spec.labels().begin(), spec.labels().end());
-  // An upsert of an unfinished job keeps the original creation time; a
-  // finished one is scheduled anew.
-  *job.mutable_created_at() = Unfinished(stored) ? stored->job().created_at()
-                                                 : UnixMsToTimestamp(now_ms);
-  *job.mutable_updated_at() = UnixMsToTimestamp(now_ms);
-  record.set_spec_digest(plan.digest);
-  d.job = Present(record, now_ms);
-  d.created = true;
-  d.mutation = Mutation::Put(
-      std::move(record), stored ? DueIndexEntryOf(*stored) : std::nullopt,
-      stored ? ExpiryIndexEntryOf(*stored) : std::nullopt);
-  return d;
-}
-
-void JobService::Commit(const Decision& d) {
-  if (!d.mutation.has_value()) return;
-  const Mutation& m = *d.mutation;
-  ledger_.Apply(JobLedger::Of(m, d.was,
-                              d.created    ? JobLedger::Cause::kScheduled
-                              : d.canceled ? JobLedger::Cause::kCanceled
-                                           : JobLedger::Cause::kOther));
-  const absl::string_view topic = AsAbsl(m.topic());
-  const absl::string_view id = AsAbsl(m.id());
-  if (m.kind() == Mutation::Kind::kPut &&
-      m.record().job().state() == v1::JOB_STATE_CANCELED &&
-      d.was == v1::JOB_STATE_IN_FLIGHT) {
-    // Canceled in flight: the delivery stands.
-    deliverer_->OnCanceledInFlight(topic, id);
-  } else {
-    // Replaced (or deleted): a delivery out is superseded.
-    deliverer_->DropLease(topic, id);
-  }
-}
-
-absl::Status JobService::WriteAndCommit(const Decision& d) {
-  if (d.mutation.has_value()) {
-    if (absl::Status s =
-            store_->Apply({&*d.mutation, 1}, storage::Durability::kSync);
-        !s.ok()) {
-      return s;
-    }
-  }
-  Commit(d);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<v1::ScheduleResponse> JobService::Schedule(
-    const v1::ScheduleRequest& req) {
-  const int64_t now_ms = clock_->NowMs();
-  absl::StatusOr<Planned> plan = Plan("", req, now_ms);
-  if (!plan.ok()) return plan.status();
-  const v1::JobSpec& spec = plan->request.job();
-  KeyLocks::Guard guard(locks_, KeyHash(spec.topic(), spec.id()));
-  absl::StatusOr<std::optional<JobRecord>> stored =
-      store_->Get(spec.topic(), spec.id());
-  if (!stored.ok()) return stored.status();
-  Decision d = Decide(*plan, *stored, now_ms);
-  if (!d.status.ok()) return d.status;
-  if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
-  v1::ScheduleResponse response;
-  *response.mutable_job() = std::move(d.job);
-  response.set_created(d.created);
-  return response;
-}
-
-absl::StatusOr<v1::ScheduleBatchResponse> JobService::ScheduleBatch(
-    const v1::ScheduleBatchRequest& req) {
-  const size_t n = req.requests_size();
-  if (n == 0 || n > limits_.max_batch) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "requests: must hold 1-", limits_.max_batch, " requests, got ", n));
-  }
-  const int64_t now_ms = clock_->NowMs();
-  v1::ScheduleBatchResponse response;
-  std::vector<std::optional<Planned>> plans(n);
-  absl::flat_hash_map<JobKey, size_t> first_of;
-  std::vector<uint64_t> hashes;
-  std::vector<storage::JobKeyView> keys;
-  for (size_t i = 0; i < n; ++i) {
-    v1::ScheduleResult* result = response.add_results();
-    const std::string field = absl::StrCat("requests[", i, "].");
-    absl::StatusOr<Planned> plan = Plan(field, req.requests(i), now_ms);
-    if (!plan.ok()) {
-      result->set_code(static_cast<int>(plan.status().code()));
-      result->set_message(std::string(plan.status().message()));
-      continue;
-    }
-    const v1::JobSpec& spec = plan->request.job();
-    auto [it, inserted] =
-        first_of.try_emplace(JobKey{spec.topic(), spec.id()}, i);
-    if (!inserted) {
-      result->set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
-      result->set_message(absl::StrCat(
-          field, "job.id: names the same job as requests[", it->second, "]"));
-      continue;
-    }
-    plans[i] = *std::move(plan);
-    hashes.push_back(KeyHash(spec.topic(), spec.id()));
-  }
-  for (const auto& plan : plans) {
-    if (plan)
-      keys.push_back({plan->request.job().topic(), plan->request.job().id()});
-  }
-
-  KeyLocks::Guard guard(locks_, hashes);
-  absl::StatusOr<std::vector<std::optional<JobRecord>>> stored =
-      store_->MultiGet(keys);
-  if (!stored.ok()) return stored.status();
-  std::vector<Decision> decisions(n);
-  std::vector<Mutation> mutations;
-  for (size_t i = 0, k = 0; i < n; ++i) {
-    if (!plans[i]) continue;
-    decisions[i] = Decide(*plans[i], (*stored)[k++], now_ms);
-    if (decisions[i].mutation) mutations.push_back(*decisions[i].mutation);
-  }
-  // Refuse, before writing, a batch whose reply the client could not receive
-  // (16 bytes a result over-estimate its framing, code and flag).
-  size_t reply_bytes = 0;
-  for (size_t i = 0; i < n; ++i) {
-    reply_bytes += 16 + response.results(i).message().size();
-    if (!plans[i]) continue;
-    reply_bytes += decisions[i].status.ok()
-                       ? decisions[i].job.ByteSizeLong()
-                       : decisions[i].status.message().size();
-  }
-  if (reply_bytes > limits_.max_reply_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "requests: the reply would hold ", reply_bytes,
-        " bytes, over the limit of ", limits_.max_reply_bytes,
-        " (what a gRPC client receives by default); send fewer or smaller "
-        "jobs per batch"));
-  }
-  if (absl::Status s = store_->Apply(mutations, storage::Durability::kSync);
-      !s.ok()) {
-    return s;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    if (!plans[i]) continue;
-    Decision& d = decisions[i];
-    v1::ScheduleResult* result = response.mutable_results(i);
-    if (!d.status.ok()) {
-      result->set_code(static_cast<int>(d.status.code()));
-      result->set_message(std::string(d.status.message()));
-      continue;
-    }
-    Commit(d);
-    *result->mutable_job() = std::move(d.job);
-    result->set_created(d.created);
-  }
-  return response;
-}
-
-absl::StatusOr<v1::RescheduleResponse> JobService::Reschedule(
-    const v1::RescheduleRequest& req) {
-  const int64_t now_ms = clock_->NowMs();
-  if (absl::Status s = ValidateKey("key", req.key(), limits_); !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<int64_t> due = ResolveDueMs("", req, now_ms, limits_);
-  if (!due.ok()) return due.status();
-  const v1::JobKey& key = req.key();
-  KeyLocks::Guard guard(locks_, KeyHash(key.topic(), key.id()));
-  absl::StatusOr<std::optional<JobRecord>> stored =
-      store_->Get(key.topic(), key.id());
-  if (!stored.ok()) return stored.status();
-  if (!Occupied(*stored)) {
-    return absl::NotFoundError(
-        absl::StrCat("key: no job ", KeyText(key.topic(), key.id())));
-  }
-  const v1::JobState state = (*stored)->job().state();
-  if (IsFinished(state)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "key: job ", KeyText(key.topic(), key.id()), " is ",
-        v1::JobState_Name(state),
-        " (kept by --retention); Schedule it with IF_EXISTS_REPLACE to run "
-        "it again"));
-  }
-  if (state == v1::JOB_STATE_DEAD) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("key: job ", KeyText(key.topic(), key.id()),
-                     " is DEAD; Redrive it first"));
-  }
-  if (state == v1::JOB_STATE_IN_FLIGHT) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("key: job ", KeyText(key.topic(), key.id()),
-                     " is IN_FLIGHT; Nack it with retry_after, or Cancel it"));
-  }
-  JobRecord record = **stored;
-  record.mutable_job()->set_state(v1::JOB_STATE_SCHEDULED);
-  *record.mutable_job()->mutable_fire_at() = UnixMsToTimestamp(*due);
-  *record.mutable_job()->mutable_updated_at() = UnixMsToTimestamp(now_ms);
-  Decision d;
-  d.was = state;
-  d.job = Present(record, now_ms);
-  d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(**stored));
-  if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
-  v1::RescheduleResponse response;
-  *response.mutable_job() = std::move(d.job);
-  return response;
-}
-
-JobService::Decision JobService::DecideCancel(
-    const std::optional<JobRecord>& stored, int64_t now_ms,
-    v1::CancelResponse& response) {
-  Decision d;
-  if (!stored.has_value()) {
-    response.set_outcome(v1::CANCEL_OUTCOME_NOT_FOUND);
-    return d;
-  }
-  const JobRecord& old = *stored;
-  *response.mutable_job() = Present(old, now_ms);
-  switch (old.job().state()) {
-    case v1::JOB_STATE_DONE:
-      response.set_outcome(v1::CANCEL_OUTCOME_ALREADY_DONE);
-      return d;
-    case v1::JOB_STATE_CANCELED:
-      response.set_outcome(v1::CANCEL_OUTCOME_CANCELED);
-      return d;
-    default:
-      break;
-  }
-  d.was = old.job().state();
-  d.canceled = true;
-  if (old.job().state() == v1::JOB_STATE_IN_FLIGHT) {
-    // The delivery stands (its ack is accepted); the record stays, CANCELED,
-    // until that ack or the lease's end finishes it (Retention).
-    JobRecord record = old;
-    record.mutable_job()->set_state(v1::JOB_STATE_CANCELED);
-    *record.mutable_job()->mutable_updated_at() = UnixMsToTimestamp(now_ms);
-    d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(old));
-    response.set_outcome(v1::CANCEL_OUTCOME_CANCELED_IN_FLIGHT);
-  } else {
-    d.mutation = retention_.Finish(old, v1::JOB_STATE_CANCELED, now_ms);
-    response.set_outcome(v1::CANCEL_OUTCOME_CANCELED);
-  }
-  response.mutable_job()->set_state(v1::JOB_STATE_CANCELED);
-  *response.mutable_job()->mutable_updated_at() = UnixMsToTimestamp(now_ms);
-  return d;
-}
-
-absl::StatusOr<v1::CancelResponse> JobService::Cancel(
-    const v1::CancelRequest& req) {
-  if (absl::Status s = ValidateKey("key", req.key(), limits_); !s.ok()) {
-    return s;
-  }
-  const int64_t now_ms = clock_->NowMs();
-  const v1::JobKey& key = req.key();
-  KeyLocks::Guard guard(locks_, KeyHash(key.topic(), key.id()));
-  absl::StatusOr<std::optional<JobRecord>> stored =
-      store_->Get(key.topic(), key.id());
-  if (!stored.ok()) return stored.status();
-  v1::CancelResponse response;
-  const Decision d = DecideCancel(*stored, now_ms, response);
-  if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
-  return response;
-}
-
-absl::StatusOr<v1::CancelByPrefixResponse> JobService::CancelByPrefix(
-    const v1::CancelByPrefixRequest& req) {
-  if (absl::Status s = ValidateTopic("topic", req.topic(), limits_); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = ValidateIdPrefix("id_prefix", req.id_prefix(), limits_);
-      !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<uint64_t> canceled = ChangeByPrefix(
-      req.topic(), req.id_prefix(),
-      [](v1::JobState state) { return IsLive(state); },
-      [this](const JobRecord& stored, int64_t now_ms) {
-        v1::CancelResponse ignored;
-        return DecideCancel(stored, now_ms, ignored);
+        ++stats.jobs;
+        if (due_ms <= now_ms) ++stats.overdue;
+        if (topic != last_topic) {
+          if (run > 0) topics_.AddLive(last_topic, run);
+          last_topic = std::string(topic);
+          run = 0;
+        }
+        ++run;
+        return true;
       });
-  if (!canceled.ok()) return canceled.status();
-  v1::CancelByPrefixResponse response;
-  response.set_canceled(*canceled);
-  return response;
+  if (!scan.ok()) return scan;
+  if (run > 0) topics_.AddLive(last_topic, run);
+  timers_.ArmBatch(entries);
+  stats.duration = absl::Now() - start;
+  return stats;
 }
 
-absl::StatusOr<uint64_t> JobService::ChangeByPrefix(
-    const std::string& topic, const std::string& id_prefix,
-    absl::FunctionRef<bool(v1::JobState)> selects,
-    absl::FunctionRef<Decision(const JobRecord&, int64_t)> decide) {
-  constexpr size_t kChunk = 500;
-  uint64_t changed = 0;
-  std::string after;
-  bool more = true;
-  while (more) {
-    // Collect a chunk of selected ids, then change them in one synced write
-    // under their locks, re-reading each: a job may have changed since the
-    // scan.
-    std::vector<std::string> ids;
-    more = false;
-    absl::Status scan =
-        store_->ScanJobs(topic, id_prefix, after, [&](const JobRecord& record) {
-          if (ids.size() == kChunk) {
-            more = true;
-            return false;
-          }
-          if (selects(record.job().state())) ids.push_back(record.job().id());
-          after = record.job().id();
-          return true;
-        });
-    if (!scan.ok()) return scan;
-    if (ids.empty()) break;
-    const int64_t now_ms = clock_->NowMs();
-    std::vector<uint64_t> hashes;
-    std::vector<storage::JobKeyView> keys;
-    for (const std::string& id : ids) {
-      hashes.push_back(KeyHash(topic, id));
-      keys.push_back({topic, id});
-    }
-    KeyLocks::Guard guard(locks_, hashes);
-    absl::StatusOr<std::vector<std::optional<JobRecord>>> stored =
-        store_->MultiGet(keys);
-    if (!stored.ok()) return stored.status();
-    std::vector<Decision> decisions;
-    std::vector<Mutation> mutations;
-    for (const std::optional<JobRecord>& old : *stored) {
-      // A job whose state changed since the scan is left alone.
-      if (!old || !selects(old->job().state())) continue;
-      decisions.push_back(decide(*old, now_ms));
-      mutations.push_back(*decisions.back().mutation);
-    }
-    if (absl::Status s = store_->Apply(mutations, storage::Durability::kSync);
+void JobService::Start() {
+  scheduler_.Start();
+  fire_.Start();
+  deliverer_.Start();
+  horizon_.Start();
+  sweeper_.Start();
+  terminal_scan_thread_ = std::thread([this] {
+    const absl::Time start = absl::Now();
+    std::vector<JobKey> canceled;
+    if (absl::Status s =
+            terminal_.Scan(*store_, locks_, terminal_scan_stop_, canceled);
         !s.ok()) {
-      return s;
+      DELAYD_LOG_ERROR("counting DEAD, DONE and CANCELED jobs: %s",
+                       s.ToString());
+      return;
     }
-    for (const Decision& d : decisions) Commit(d);
-    changed += decisions.size();
-  }
-  return changed;
+    if (terminal_scan_stop_) return;
+    if (const absl::Duration took = absl::Now() - start;
+        took > absl::Seconds(1) || !canceled.empty()) {
+      DELAYD_LOG_INFO(
+          "counted DEAD, DONE and CANCELED jobs in %s; %d canceled records "
+          "left over",
+          absl::FormatDuration(took), canceled.size());
+    }
+    deliverer_.RemoveLeftoverCanceled(std::move(canceled));
+  });
+}
+
+void JobService::Stop() {
+  terminal_scan_stop_ = true;
+  scheduler_.Stop();
+  fire_.Stop();
+  horizon_.Stop();
+  if (terminal_scan_thread_.joinable()) terminal_scan_thread_.join();
+  sweeper_.Stop();
+  deliverer_.Stop();
 }
 
 }  // namespace delayd::server

@@ -1,5 +1,5 @@
-// JobService: the read-only rpcs (GetJob, ListJobs, GetStats) and how a
-// stored job is presented.
+#include "server/core/job_query.h"
+
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -8,7 +8,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/core/job_service.h"
 #include "server/core/page_token.h"
 #include "server/jobs/job_key.h"
 #include "server/jobs/present.h"
@@ -20,12 +19,8 @@ namespace delayd::server {
 using storage::JobRecord;
 using storage::TimestampToUnixMs;
 
-v1::Job JobService::Present(const JobRecord& record, int64_t now_ms) const {
-  return PresentJob(record, now_ms);
-}
-
-absl::StatusOr<v1::Job> JobService::GetJob(const v1::GetJobRequest& req) {
-  if (absl::Status s = ValidateKey("key", req.key(), limits_); !s.ok()) {
+absl::StatusOr<v1::Job> JobQuery::GetJob(const v1::GetJobRequest& req) const {
+  if (absl::Status s = ValidateKey("key", req.key(), *limits_); !s.ok()) {
     return s;
   }
   absl::StatusOr<std::optional<JobRecord>> stored =
@@ -35,15 +30,15 @@ absl::StatusOr<v1::Job> JobService::GetJob(const v1::GetJobRequest& req) {
     return absl::NotFoundError(absl::StrCat("key: no job (", req.key().topic(),
                                             ", \"", req.key().id(), "\")"));
   }
-  return Present(**stored, clock_->NowMs());
+  return PresentJob(**stored, clock_->NowMs());
 }
 
-absl::StatusOr<v1::ListJobsResponse> JobService::ListJobs(
-    const v1::ListJobsRequest& req) {
-  if (absl::Status s = ValidateTopic("topic", req.topic(), limits_); !s.ok()) {
+absl::StatusOr<v1::ListJobsResponse> JobQuery::ListJobs(
+    const v1::ListJobsRequest& req) const {
+  if (absl::Status s = ValidateTopic("topic", req.topic(), *limits_); !s.ok()) {
     return s;
   }
-  if (absl::Status s = ValidateIdPrefix("id_prefix", req.id_prefix(), limits_);
+  if (absl::Status s = ValidateIdPrefix("id_prefix", req.id_prefix(), *limits_);
       !s.ok()) {
     return s;
   }
@@ -56,13 +51,13 @@ absl::StatusOr<v1::ListJobsResponse> JobService::ListJobs(
     }
     states.insert(state);
   }
-  if (req.page_size() > limits_.max_page_size) {
+  if (req.page_size() > limits_->max_page_size) {
     return absl::InvalidArgumentError(
-        absl::StrCat("page_size: must be at most ", limits_.max_page_size,
+        absl::StrCat("page_size: must be at most ", limits_->max_page_size,
                      ", got ", req.page_size()));
   }
   const size_t page_size =
-      req.page_size() == 0 ? limits_.default_page_size : req.page_size();
+      req.page_size() == 0 ? limits_->default_page_size : req.page_size();
   int64_t due_after = std::numeric_limits<int64_t>::min();
   int64_t due_before = std::numeric_limits<int64_t>::max();
   if (req.has_due_after()) {
@@ -93,13 +88,13 @@ absl::StatusOr<v1::ListJobsResponse> JobService::ListJobs(
       req.topic(), req.id_prefix(), *after, [&](const JobRecord& record) {
         const int64_t due = TimestampToUnixMs(record.job().fire_at());
         if (due < due_after || due >= due_before) return true;
-        v1::Job job = Present(record, now_ms);
+        v1::Job job = PresentJob(record, now_ms);
         if (!states.empty() && !states.contains(job.state())) return true;
         if (!req.include_payload()) job.clear_payload();
         const size_t job_bytes = job.ByteSizeLong() + 8;
         if (static_cast<size_t>(response.jobs_size()) == page_size ||
             (response.jobs_size() > 0 &&
-             reply_bytes + job_bytes > limits_.max_reply_bytes)) {
+             reply_bytes + job_bytes > limits_->max_reply_bytes)) {
           // One more match exists: there is a next page.
           *response.mutable_next_page_token() = EncodePageToken(req, last_id);
           return false;
@@ -113,18 +108,18 @@ absl::StatusOr<v1::ListJobsResponse> JobService::ListJobs(
   return response;
 }
 
-absl::StatusOr<v1::GetStatsResponse> JobService::GetStats(
-    const v1::GetStatsRequest& req) {
+absl::StatusOr<v1::GetStatsResponse> JobQuery::GetStats(
+    const v1::GetStatsRequest& req) const {
   std::vector<std::string> topics;
   if (!req.topic().empty()) {
-    if (absl::Status s = ValidateTopic("topic", req.topic(), limits_);
+    if (absl::Status s = ValidateTopic("topic", req.topic(), *limits_);
         !s.ok()) {
       return s;
     }
     topics.push_back(req.topic());
   } else {
     std::set<std::string> all;
-    for (std::string& t : topics_.Topics()) all.insert(std::move(t));
+    for (std::string& t : topics_->Topics()) all.insert(std::move(t));
     absl::Status scan = store_->ScanTopics([&](std::string_view topic) {
       all.emplace(topic);
       return true;
@@ -157,7 +152,7 @@ absl::StatusOr<v1::GetStatsResponse> JobService::GetStats(
 
   v1::GetStatsResponse response;
   for (const std::string& topic : topics) {
-    const TopicTable::Counts counts = topics_.CountsOf(topic);
+    const TopicTable::Counts counts = topics_->CountsOf(topic);
     v1::TopicStats* stats = response.add_topics();
     stats->set_topic(topic);
     stats->set_scheduled(std::max<int64_t>(0, counts.scheduled()));

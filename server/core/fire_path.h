@@ -1,0 +1,77 @@
+// FirePath: what happens when due timers fire. The Scheduler hands fired
+// tags to OnFired on the timer thread, which only queues them (the timer
+// thread never does I/O); the fire thread then sorts them:
+//   * lease timers (kLeaseTagBit) go to the Deliverer, which ends expired
+//     leases;
+//   * the memory horizon's own timer (kHorizonTag) wakes the HorizonLoader;
+//   * due timers are hints (JobTimers): under the keys' locks, the due index
+//     at the fired millisecond says which jobs are really due (not
+//     canceled, not moved). Those join their topic's ready queue through the
+//     JobLedger, and the Deliverer is kicked once per topic.
+// A failed read of the due index re-arms the tags 100 ms later.
+//
+// Thread-safe.
+#ifndef DELAYD_SERVER_CORE_FIRE_PATH_H_
+#define DELAYD_SERVER_CORE_FIRE_PATH_H_
+
+#include <deque>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "server/core/horizon_loader.h"
+#include "server/delivery/deliverer.h"
+#include "server/jobs/job_ledger.h"
+#include "server/jobs/key_locks.h"
+#include "server/timer/clock.h"
+#include "server/timer/scheduler.h"
+#include "storage/job_store.h"
+
+namespace delayd::server {
+
+class FirePath {
+ public:
+  // What the fire path borrows from its owner; all must outlive it.
+  struct Deps {
+    storage::JobStore* store;
+    timer::Clock* clock;
+    KeyLocks* locks;
+    JobLedger* ledger;
+    timer::Scheduler* scheduler;
+    Deliverer* deliverer;
+    HorizonLoader* horizon;
+  };
+
+  explicit FirePath(const Deps& deps) : d_(deps) {}
+  FirePath(const FirePath&) = delete;
+  FirePath& operator=(const FirePath&) = delete;
+  ~FirePath() { Stop(); }
+
+  // Starts / stops the fire thread; batches still queued at Stop are
+  // dropped. Stop is idempotent.
+  void Start();
+  void Stop();
+
+  // The Scheduler's callback: queues a fired batch. Never blocks on I/O.
+  void OnFired(std::vector<timer::TimerEntry> fired);
+
+  // True when nothing is queued and the fire thread is not working.
+  bool Idle();
+
+ private:
+  void Loop();
+  void FireBatch(const std::vector<timer::TimerEntry>& all);
+
+  // Constant after construction.
+  const Deps d_;
+
+  absl::Mutex mu_;
+  std::deque<std::vector<timer::TimerEntry>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace delayd::server
+
+#endif  // DELAYD_SERVER_CORE_FIRE_PATH_H_

@@ -1,0 +1,385 @@
+// JobWriter: Schedule, ScheduleBatch, Reschedule and Cancel. CancelByPrefix
+// and Redrive are in job_writer_prefix.cc.
+#include "server/core/job_writer.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "server/jobs/job_key.h"
+#include "server/jobs/present.h"
+#include "server/jobs/validation.h"
+#include "storage/job_record.h"
+
+namespace delayd::server {
+namespace {
+
+using storage::DueIndexEntryOf;
+using storage::IsLive;
+using storage::JobRecord;
+using storage::Mutation;
+using storage::UnixMsToTimestamp;
+
+// FNV-1a over the deterministic serialization of the spec: stable across
+// restarts (it is stored), so an identical retry is recognized later too.
+uint64_t SpecDigest(const v1::JobSpec& spec) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    out.SetSerializationDeterministic(true);
+    spec.SerializeToCodedStream(&out);
+  }
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  return h == 0 ? 1 : h;  // 0 means "unknown" in the record
+}
+
+using storage::ExpiryIndexEntryOf;
+using storage::IsFinished;
+
+// A record of a job that has not finished (live or DEAD).
+bool Unfinished(const std::optional<JobRecord>& stored) {
+  return stored.has_value() && !IsFinished(stored->job().state());
+}
+
+// The state of what is stored; UNSPECIFIED for nothing.
+v1::JobState StateOf(const std::optional<JobRecord>& stored) {
+  return stored.has_value() ? stored->job().state() : v1::JOB_STATE_UNSPECIFIED;
+}
+
+std::string KeyText(absl::string_view topic, absl::string_view id) {
+  return absl::StrCat("(", topic, ", \"", id, "\")");
+}
+
+}  // namespace
+
+bool JobWriter::Occupied(const std::optional<JobRecord>& stored) const {
+  if (!stored.has_value()) return false;
+  return !IsFinished(stored->job().state()) || storage::IsRetained(*stored) ||
+         d_.retention->enabled();
+}
+
+absl::StatusOr<JobWriter::Planned> JobWriter::Plan(
+    absl::string_view field, const v1::ScheduleRequest& req, int64_t now_ms) {
+  const std::string job_field = absl::StrCat(field, "job");
+  if (absl::Status s = ValidateSpec(job_field, req.job(), *d_.limits);
+      !s.ok()) {
+    return s;
+  }
+  if (!v1::IfExists_IsValid(req.if_exists())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, "if_exists: unknown value ", static_cast<int>(req.if_exists())));
+  }
+  absl::StatusOr<int64_t> due =
+      ResolveDueMs(job_field, req.job(), now_ms, *d_.limits);
+  if (!due.ok()) return due.status();
+  Planned plan{req, *due, 0};
+  if (plan.request.job().id().empty()) {
+    plan.request.mutable_job()->set_id(ids_.Next(now_ms));
+  }
+  plan.digest = SpecDigest(plan.request.job());
+  return plan;
+}
+
+JobWriter::Decision JobWriter::Decide(const Planned& plan,
+                                      const std::optional<JobRecord>& stored,
+                                      int64_t now_ms) {
+  const v1::JobSpec& spec = plan.request.job();
+  Decision d;
+  d.was = StateOf(stored);
+  if (Occupied(stored)) {
+    switch (plan.request.if_exists()) {
+      case v1::IF_EXISTS_KEEP:
+        d.job = PresentJob(*stored, now_ms);
+        return d;
+      case v1::IF_EXISTS_REPLACE:
+        break;
+      default:  // FAIL and UNSPECIFIED
+        if (stored->spec_digest() == plan.digest) {
+          // An identical retry; of a finished job: it does not run again.
+          d.job = PresentJob(*stored, now_ms);
+          return d;
+        }
+        d.status = absl::AlreadyExistsError(absl::StrCat(
+            "job: ", KeyText(spec.topic(), spec.id()),
+            IsFinished(d.was)
+                ? absl::StrCat(" exists (", v1::JobState_Name(d.was),
+                               ", kept by --retention) with a different spec "
+                               "(if_exists=IF_EXISTS_FAIL; use "
+                               "IF_EXISTS_REPLACE to schedule it again)")
+                : " exists with a different spec (if_exists=IF_EXISTS_FAIL; "
+                  "use IF_EXISTS_REPLACE or IF_EXISTS_KEEP)"));
+        return d;
+    }
+  }
+  JobRecord record;
+  v1::Job& job = *record.mutable_job();
+  job.set_topic(spec.topic());
+  job.set_id(spec.id());
+  job.set_payload(spec.payload());
+  job.set_state(v1::JOB_STATE_SCHEDULED);
+  *job.mutable_fire_at() = UnixMsToTimestamp(plan.due_ms);
+  *job.mutable_retry() = EffectiveRetry(spec.retry());
+  job.mutable_labels()->insert(spec.labels().begin(), spec.labels().end());
+  // An upsert of an unfinished job keeps the original creation time; a
+  // finished one is scheduled anew.
+  *job.mutable_created_at() = Unfinished(stored) ? stored->job().created_at()
+                                                 : UnixMsToTimestamp(now_ms);
+  *job.mutable_updated_at() = UnixMsToTimestamp(now_ms);
+  record.set_spec_digest(plan.digest);
+  d.job = PresentJob(record, now_ms);
+  d.created = true;
+  d.mutation = Mutation::Put(
+      std::move(record), stored ? DueIndexEntryOf(*stored) : std::nullopt,
+      stored ? ExpiryIndexEntryOf(*stored) : std::nullopt);
+  return d;
+}
+
+void JobWriter::Commit(const Decision& d) {
+  if (!d.mutation.has_value()) return;
+  const Mutation& m = *d.mutation;
+  d_.ledger->Apply(JobLedger::Of(m, d.was,
+                                 d.created    ? JobLedger::Cause::kScheduled
+                                 : d.canceled ? JobLedger::Cause::kCanceled
+                                              : JobLedger::Cause::kOther));
+  const absl::string_view topic = AsAbsl(m.topic());
+  const absl::string_view id = AsAbsl(m.id());
+  if (m.kind() == Mutation::Kind::kPut &&
+      m.record().job().state() == v1::JOB_STATE_CANCELED &&
+      d.was == v1::JOB_STATE_IN_FLIGHT) {
+    // Canceled in flight: the delivery stands.
+    d_.deliverer->OnCanceledInFlight(topic, id);
+  } else {
+    // Replaced (or deleted): a delivery out is superseded.
+    d_.deliverer->DropLease(topic, id);
+  }
+}
+
+absl::Status JobWriter::WriteAndCommit(const Decision& d) {
+  if (d.mutation.has_value()) {
+    if (absl::Status s =
+            d_.store->Apply({&*d.mutation, 1}, storage::Durability::kSync);
+        !s.ok()) {
+      return s;
+    }
+  }
+  Commit(d);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::ScheduleResponse> JobWriter::Schedule(
+    const v1::ScheduleRequest& req) {
+  const int64_t now_ms = d_.clock->NowMs();
+  absl::StatusOr<Planned> plan = Plan("", req, now_ms);
+  if (!plan.ok()) return plan.status();
+  const v1::JobSpec& spec = plan->request.job();
+  KeyLocks::Guard guard(*d_.locks, KeyHash(spec.topic(), spec.id()));
+  absl::StatusOr<std::optional<JobRecord>> stored =
+      d_.store->Get(spec.topic(), spec.id());
+  if (!stored.ok()) return stored.status();
+  Decision d = Decide(*plan, *stored, now_ms);
+  if (!d.status.ok()) return d.status;
+  if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
+  v1::ScheduleResponse response;
+  *response.mutable_job() = std::move(d.job);
+  response.set_created(d.created);
+  return response;
+}
+
+absl::StatusOr<v1::ScheduleBatchResponse> JobWriter::ScheduleBatch(
+    const v1::ScheduleBatchRequest& req) {
+  const size_t n = req.requests_size();
+  if (n == 0 || n > d_.limits->max_batch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "requests: must hold 1-", d_.limits->max_batch, " requests, got ", n));
+  }
+  const int64_t now_ms = d_.clock->NowMs();
+  v1::ScheduleBatchResponse response;
+  std::vector<std::optional<Planned>> plans(n);
+  absl::flat_hash_map<JobKey, size_t> first_of;
+  std::vector<uint64_t> hashes;
+  std::vector<storage::JobKeyView> keys;
+  for (size_t i = 0; i < n; ++i) {
+    v1::ScheduleResult* result = response.add_results();
+    const std::string field = absl::StrCat("requests[", i, "].");
+    absl::StatusOr<Planned> plan = Plan(field, req.requests(i), now_ms);
+    if (!plan.ok()) {
+      result->set_code(static_cast<int>(plan.status().code()));
+      result->set_message(std::string(plan.status().message()));
+      continue;
+    }
+    const v1::JobSpec& spec = plan->request.job();
+    auto [it, inserted] =
+        first_of.try_emplace(JobKey{spec.topic(), spec.id()}, i);
+    if (!inserted) {
+      result->set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
+      result->set_message(absl::StrCat(
+          field, "job.id: names the same job as requests[", it->second, "]"));
+      continue;
+    }
+    plans[i] = *std::move(plan);
+    hashes.push_back(KeyHash(spec.topic(), spec.id()));
+  }
+  for (const auto& plan : plans) {
+    if (plan)
+      keys.push_back({plan->request.job().topic(), plan->request.job().id()});
+  }
+
+  KeyLocks::Guard guard(*d_.locks, hashes);
+  absl::StatusOr<std::vector<std::optional<JobRecord>>> stored =
+      d_.store->MultiGet(keys);
+  if (!stored.ok()) return stored.status();
+  std::vector<Decision> decisions(n);
+  std::vector<Mutation> mutations;
+  for (size_t i = 0, k = 0; i < n; ++i) {
+    if (!plans[i]) continue;
+    decisions[i] = Decide(*plans[i], (*stored)[k++], now_ms);
+    if (decisions[i].mutation) mutations.push_back(*decisions[i].mutation);
+  }
+  // Refuse, before writing, a batch whose reply the client could not receive
+  // (16 bytes a result over-estimate its framing, code and flag).
+  size_t reply_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    reply_bytes += 16 + response.results(i).message().size();
+    if (!plans[i]) continue;
+    reply_bytes += decisions[i].status.ok()
+                       ? decisions[i].job.ByteSizeLong()
+                       : decisions[i].status.message().size();
+  }
+  if (reply_bytes > d_.limits->max_reply_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "requests: the reply would hold ", reply_bytes,
+        " bytes, over the limit of ", d_.limits->max_reply_bytes,
+        " (what a gRPC client receives by default); send fewer or smaller "
+        "jobs per batch"));
+  }
+  if (absl::Status s = d_.store->Apply(mutations, storage::Durability::kSync);
+      !s.ok()) {
+    return s;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!plans[i]) continue;
+    Decision& d = decisions[i];
+    v1::ScheduleResult* result = response.mutable_results(i);
+    if (!d.status.ok()) {
+      result->set_code(static_cast<int>(d.status.code()));
+      result->set_message(std::string(d.status.message()));
+      continue;
+    }
+    Commit(d);
+    *result->mutable_job() = std::move(d.job);
+    result->set_created(d.created);
+  }
+  return response;
+}
+
+absl::StatusOr<v1::RescheduleResponse> JobWriter::Reschedule(
+    const v1::RescheduleRequest& req) {
+  const int64_t now_ms = d_.clock->NowMs();
+  if (absl::Status s = ValidateKey("key", req.key(), *d_.limits); !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<int64_t> due = ResolveDueMs("", req, now_ms, *d_.limits);
+  if (!due.ok()) return due.status();
+  const v1::JobKey& key = req.key();
+  KeyLocks::Guard guard(*d_.locks, KeyHash(key.topic(), key.id()));
+  absl::StatusOr<std::optional<JobRecord>> stored =
+      d_.store->Get(key.topic(), key.id());
+  if (!stored.ok()) return stored.status();
+  if (!Occupied(*stored)) {
+    return absl::NotFoundError(
+        absl::StrCat("key: no job ", KeyText(key.topic(), key.id())));
+  }
+  const v1::JobState state = (*stored)->job().state();
+  if (IsFinished(state)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "key: job ", KeyText(key.topic(), key.id()), " is ",
+        v1::JobState_Name(state),
+        " (kept by --retention); Schedule it with IF_EXISTS_REPLACE to run "
+        "it again"));
+  }
+  if (state == v1::JOB_STATE_DEAD) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("key: job ", KeyText(key.topic(), key.id()),
+                     " is DEAD; Redrive it first"));
+  }
+  if (state == v1::JOB_STATE_IN_FLIGHT) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("key: job ", KeyText(key.topic(), key.id()),
+                     " is IN_FLIGHT; Nack it with retry_after, or Cancel it"));
+  }
+  JobRecord record = **stored;
+  record.mutable_job()->set_state(v1::JOB_STATE_SCHEDULED);
+  *record.mutable_job()->mutable_fire_at() = UnixMsToTimestamp(*due);
+  *record.mutable_job()->mutable_updated_at() = UnixMsToTimestamp(now_ms);
+  Decision d;
+  d.was = state;
+  d.job = PresentJob(record, now_ms);
+  d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(**stored));
+  if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
+  v1::RescheduleResponse response;
+  *response.mutable_job() = std::move(d.job);
+  return response;
+}
+
+JobWriter::Decision JobWriter::DecideCancel(
+    const std::optional<JobRecord>& stored, int64_t now_ms,
+    v1::CancelResponse& response) {
+  Decision d;
+  if (!stored.has_value()) {
+    response.set_outcome(v1::CANCEL_OUTCOME_NOT_FOUND);
+    return d;
+  }
+  const JobRecord& old = *stored;
+  *response.mutable_job() = PresentJob(old, now_ms);
+  switch (old.job().state()) {
+    case v1::JOB_STATE_DONE:
+      response.set_outcome(v1::CANCEL_OUTCOME_ALREADY_DONE);
+      return d;
+    case v1::JOB_STATE_CANCELED:
+      response.set_outcome(v1::CANCEL_OUTCOME_CANCELED);
+      return d;
+    default:
+      break;
+  }
+  d.was = old.job().state();
+  d.canceled = true;
+  if (old.job().state() == v1::JOB_STATE_IN_FLIGHT) {
+    // The delivery stands (its ack is accepted); the record stays, CANCELED,
+    // until that ack or the lease's end finishes it (Retention).
+    JobRecord record = old;
+    record.mutable_job()->set_state(v1::JOB_STATE_CANCELED);
+    *record.mutable_job()->mutable_updated_at() = UnixMsToTimestamp(now_ms);
+    d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(old));
+    response.set_outcome(v1::CANCEL_OUTCOME_CANCELED_IN_FLIGHT);
+  } else {
+    d.mutation = d_.retention->Finish(old, v1::JOB_STATE_CANCELED, now_ms);
+    response.set_outcome(v1::CANCEL_OUTCOME_CANCELED);
+  }
+  response.mutable_job()->set_state(v1::JOB_STATE_CANCELED);
+  *response.mutable_job()->mutable_updated_at() = UnixMsToTimestamp(now_ms);
+  return d;
+}
+
+absl::StatusOr<v1::CancelResponse> JobWriter::Cancel(
+    const v1::CancelRequest& req) {
+  if (absl::Status s = ValidateKey("key", req.key(), *d_.limits); !s.ok()) {
+    return s;
+  }
+  const int64_t now_ms = d_.clock->NowMs();
+  const v1::JobKey& key = req.key();
+  KeyLocks::Guard guard(*d_.locks, KeyHash(key.topic(), key.id()));
+  absl::StatusOr<std::optional<JobRecord>> stored =
+      d_.store->Get(key.topic(), key.id());
+  if (!stored.ok()) return stored.status();
+  v1::CancelResponse response;
+  const Decision d = DecideCancel(*stored, now_ms, response);
+  if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
+  return response;
+}
+
+}  // namespace delayd::server

@@ -1,0 +1,132 @@
+// JobWriter: the rpcs that change jobs — Schedule, ScheduleBatch,
+// Reschedule, Cancel, CancelByPrefix and Redrive. Each validates, reads the
+// stored job under its key lock, decides, writes one batch to the store,
+// then applies the change to the JobLedger (counts, timer) and tells the
+// Deliverer when a delivery out is superseded or canceled in flight.
+//
+// Durability: every write is Durability::kSync, so OK means durable (under
+// --sync=always). A refused request writes nothing; a failed store write
+// leaves store, timers and counts as they were.
+//
+// Retention (retention.h): with --retention set, an acked job is kept as
+// DONE and a canceled one as CANCELED, for the retention after it finished.
+// Such a retained job, like a job canceled in flight while retention is on,
+// still takes its id:
+//   * Schedule, IF_EXISTS_FAIL: an identical retry (same spec digest)
+//     returns the finished job, created = false — the retry of a request
+//     whose job already ran does not run it again; a different spec is
+//     ALREADY_EXISTS naming the state. IF_EXISTS_KEEP returns the finished
+//     job. IF_EXISTS_REPLACE schedules a new job (created_at now).
+//   * Reschedule: FAILED_PRECONDITION naming the state.
+//   * Cancel: ALREADY_DONE for DONE; CANCELED again for CANCELED (nothing
+//     written, the expiry not extended).
+// With retention off none of this arises: finished jobs are deleted (a job
+// canceled in flight keeps a CANCELED record until its delivery ends, which
+// Schedule and Reschedule treat as absent).
+//
+// Thread-safe. Per-job read-modify-write is serialized by KeyLocks.
+#ifndef DELAYD_SERVER_CORE_JOB_WRITER_H_
+#define DELAYD_SERVER_CORE_JOB_WRITER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "delayd/v1/delayd.pb.h"
+#include "server/delivery/deliverer.h"
+#include "server/jobs/id_generator.h"
+#include "server/jobs/job_ledger.h"
+#include "server/jobs/key_locks.h"
+#include "server/jobs/limits.h"
+#include "server/jobs/retention.h"
+#include "server/timer/clock.h"
+#include "storage/job_store.h"
+#include "storage/mutation.h"
+
+namespace delayd::server {
+
+class JobWriter {
+ public:
+  // What the writer borrows from its owner; all must outlive it.
+  struct Deps {
+    storage::JobStore* store;
+    timer::Clock* clock;
+    const Limits* limits;
+    KeyLocks* locks;
+    JobLedger* ledger;
+    Deliverer* deliverer;
+    const Retention* retention;
+  };
+
+  explicit JobWriter(const Deps& deps) : d_(deps) {}
+  JobWriter(const JobWriter&) = delete;
+  JobWriter& operator=(const JobWriter&) = delete;
+
+  absl::StatusOr<v1::ScheduleResponse> Schedule(const v1::ScheduleRequest& req);
+  absl::StatusOr<v1::ScheduleBatchResponse> ScheduleBatch(
+      const v1::ScheduleBatchRequest& req);
+  absl::StatusOr<v1::RescheduleResponse> Reschedule(
+      const v1::RescheduleRequest& req);
+  absl::StatusOr<v1::CancelResponse> Cancel(const v1::CancelRequest& req);
+  // ---- job_writer_prefix.cc ----
+  absl::StatusOr<v1::CancelByPrefixResponse> CancelByPrefix(
+      const v1::CancelByPrefixRequest& req);
+  // Puts the DEAD jobs of a topic whose id starts with a prefix back to
+  // SCHEDULED, due now, attempts reset.
+  absl::StatusOr<v1::RedriveResponse> Redrive(const v1::RedriveRequest& req);
+
+ private:
+  // One Schedule request after validation, ready to be decided.
+  struct Planned {
+    v1::ScheduleRequest request;  // with the id filled in
+    int64_t due_ms = 0;
+    uint64_t digest = 0;
+  };
+  // What deciding a request against the stored job yields.
+  struct Decision {
+    std::optional<storage::Mutation> mutation;
+    v1::Job job;  // as the reply shows it
+    bool created = false;
+    bool canceled = false;  // the mutation cancels the job
+    absl::Status status;    // non-OK: refused (nothing to write)
+    // The stored record's state; JOB_STATE_UNSPECIFIED when none.
+    v1::JobState was = v1::JOB_STATE_UNSPECIFIED;
+  };
+
+  absl::StatusOr<Planned> Plan(absl::string_view field,
+                               const v1::ScheduleRequest& req, int64_t now_ms);
+  Decision Decide(const Planned& plan,
+                  const std::optional<storage::JobRecord>& stored,
+                  int64_t now_ms);
+  // Cancel of the stored job; fills response's outcome and job.
+  Decision DecideCancel(const std::optional<storage::JobRecord>& stored,
+                        int64_t now_ms, v1::CancelResponse& response);
+  // Changes the jobs of `topic` whose id starts with `id_prefix` and whose
+  // state `selects` (CancelByPrefix, Redrive): in synced chunks of 500, each
+  // scanned, re-read under its keys' locks, decided by `decide` and written
+  // in one batch. Returns how many changed. On a store error the chunks
+  // written before it stand.
+  absl::StatusOr<uint64_t> ChangeByPrefix(
+      const std::string& topic, const std::string& id_prefix,
+      absl::FunctionRef<bool(v1::JobState)> selects,
+      absl::FunctionRef<Decision(const storage::JobRecord&, int64_t)> decide);
+  // After a successful write of `d`: the ledger, and the delivery out.
+  void Commit(const Decision& d);
+  // Whether the stored record takes its id for Schedule and Reschedule: a
+  // live or DEAD job, a retained one, or (with retention on) a job canceled
+  // in flight.
+  bool Occupied(const std::optional<storage::JobRecord>& stored) const;
+  // Writes d's mutation, if any, synced; then Commit. On a write error
+  // nothing changed.
+  absl::Status WriteAndCommit(const Decision& d);
+
+  // Constant after construction.
+  const Deps d_;
+  IdGenerator ids_;
+};
+
+}  // namespace delayd::server
+
+#endif  // DELAYD_SERVER_CORE_JOB_WRITER_H_
