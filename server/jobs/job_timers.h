@@ -16,7 +16,7 @@
 // So the rule above becomes: every live job due by horizon() has a timer at
 // or before its due time.
 //
-// Thread-safe. REQUIRES of callers: the KeyLocks stripe of the key is held
+// Thread-safe. REQUIRES of callers: the key's KeyLocks lock is held
 // around each call, so one key's Arm/Disarm/Fired never interleave (except
 // AddHorizonTimers, which needs no lock).
 #ifndef DELAYD_SERVER_JOBS_JOB_TIMERS_H_

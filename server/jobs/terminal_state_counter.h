@@ -18,7 +18,7 @@
 // (The name predates DONE and CANCELED: DEAD was the first state counted
 // this way.)
 //
-// Thread-safe. REQUIRES of Note's callers: the key's KeyLocks stripe held.
+// Thread-safe. REQUIRES of Note's callers: the key's KeyLocks lock held.
 #ifndef DELAYD_SERVER_JOBS_TERMINAL_STATE_COUNTER_H_
 #define DELAYD_SERVER_JOBS_TERMINAL_STATE_COUNTER_H_
 
