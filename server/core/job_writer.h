@@ -106,8 +106,9 @@ class JobWriter {
   // Changes the jobs of `topic` whose id starts with `id_prefix` and whose
   // state `selects` (CancelByPrefix, Redrive): in synced chunks of 500, each
   // scanned, re-read under its keys' locks, decided by `decide` and written
-  // in one batch. Returns how many changed. On a store error the chunks
-  // written before it stand.
+  // in one batch. Returns how many changed; INVALID_ARGUMENT (fields
+  // "topic", "id_prefix") for a bad topic or prefix. On a store error the
+  // chunks written before it stand.
   absl::StatusOr<uint64_t> ChangeByPrefix(
       const std::string& topic, const std::string& id_prefix,
       absl::FunctionRef<bool(v1::JobState)> selects,

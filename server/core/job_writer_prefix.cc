@@ -17,15 +17,6 @@ using storage::Mutation;
 
 absl::StatusOr<v1::CancelByPrefixResponse> JobWriter::CancelByPrefix(
     const v1::CancelByPrefixRequest& req) {
-  if (absl::Status s = ValidateTopic("topic", req.topic(), *d_.limits);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          ValidateIdPrefix("id_prefix", req.id_prefix(), *d_.limits);
-      !s.ok()) {
-    return s;
-  }
   absl::StatusOr<uint64_t> canceled = ChangeByPrefix(
       req.topic(), req.id_prefix(),
       [](v1::JobState state) { return IsLive(state); },
@@ -43,6 +34,13 @@ absl::StatusOr<uint64_t> JobWriter::ChangeByPrefix(
     const std::string& topic, const std::string& id_prefix,
     absl::FunctionRef<bool(v1::JobState)> selects,
     absl::FunctionRef<Decision(const JobRecord&, int64_t)> decide) {
+  if (absl::Status s = ValidateTopic("topic", topic, *d_.limits); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateIdPrefix("id_prefix", id_prefix, *d_.limits);
+      !s.ok()) {
+    return s;
+  }
   constexpr size_t kChunk = 500;
   uint64_t changed = 0;
   std::string after;
@@ -97,15 +95,6 @@ absl::StatusOr<uint64_t> JobWriter::ChangeByPrefix(
 
 absl::StatusOr<v1::RedriveResponse> JobWriter::Redrive(
     const v1::RedriveRequest& req) {
-  if (absl::Status s = ValidateTopic("topic", req.topic(), *d_.limits);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          ValidateIdPrefix("id_prefix", req.id_prefix(), *d_.limits);
-      !s.ok()) {
-    return s;
-  }
   absl::StatusOr<uint64_t> redriven = ChangeByPrefix(
       req.topic(), req.id_prefix(),
       [](v1::JobState state) { return state == v1::JOB_STATE_DEAD; },
