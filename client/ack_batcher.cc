@@ -44,27 +44,23 @@ AckBatcher::Stats AckBatcher::stats() const {
 }
 
 void AckBatcher::Run() {
+  const auto token_or_stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || !pending_.empty();
+  };
+  const auto full_or_stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || pending_.size() >= batch_size_;
+  };
   absl::MutexLock lock(&mu_);
   while (true) {
     // Sleep until a batch is full, the oldest token is due, or Stop.
     while (!stopping_ && pending_.size() < batch_size_) {
       if (pending_.empty()) {
-        mu_.Await(absl::Condition(
-            +[](AckBatcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-              return b->stopping_ || !b->pending_.empty();
-            },
-            this));
+        mu_.Await(absl::Condition(&token_or_stop));
         continue;
       }
       const absl::Time due = oldest_ + flush_interval_;
       if (absl::Now() >= due) break;
-      mu_.AwaitWithDeadline(
-          absl::Condition(
-              +[](AckBatcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                return b->stopping_ || b->pending_.size() >= b->batch_size_;
-              },
-              this),
-          due);
+      mu_.AwaitWithDeadline(absl::Condition(&full_or_stop), due);
     }
     if (pending_.empty() && stopping_) break;
     std::vector<std::string> batch = std::move(pending_);

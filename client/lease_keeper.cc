@@ -72,15 +72,10 @@ void LeaseKeeper::Run() {
     next_wake_ = when;
     if (absl::Now() < when) {
       const uint64_t seen = changes_;
-      struct Wake {
-        LeaseKeeper* keeper;
-        uint64_t seen;
-      } wake{this, seen};
-      const absl::Condition changed(
-          +[](Wake* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return w->keeper->changes_ != w->seen;
-          },
-          &wake);
+      const auto moved_on = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return changes_ != seen;
+      };
+      const absl::Condition changed(&moved_on);
       if (when == absl::InfiniteFuture()) {
         mu_.Await(changed);
       } else {

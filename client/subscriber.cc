@@ -230,11 +230,10 @@ class Subscriber::Impl {
       Work work;
       {
         absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(
-            +[](Impl* impl) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-              return impl->stopping_ || !impl->queue_.empty();
-            },
-            this));
+        const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_ || !queue_.empty();
+        };
+        mu_.Await(absl::Condition(&ready));
         if (stopping_) return;
         work = std::move(queue_.front());
         queue_.pop_front();

@@ -11,6 +11,7 @@ packages=(
   libabsl-dev librocksdb-dev prometheus-cpp-dev libjemalloc-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang-format
+  clang  # scripts/thread-safety.sh
   python3 python3-grpcio python3-protobuf
   # deploy checks: promtool, systemd-analyze
   prometheus systemd

@@ -18,7 +18,7 @@ class SystemWaiter final : public Clock::Waiter {
         deadline_ms - now > max_wait_ms_ ? now + max_wait_ms_ : deadline_ms;
     internal::MutexLock lock(&mu_);
     internal::AwaitWithDeadline(
-        &mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return woken_; },
+        &mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return woken_; },
         absl::FromUnixMillis(until));
     woken_ = false;
   }

@@ -13,9 +13,10 @@ class FakeClock::FakeWaiter final : public Clock::Waiter {
     deadline_ms_ = deadline_ms;
     auto it = clock_->blocked_.insert(deadline_ms);
     ++clock_->waits_;
-    internal::Await(&clock_->mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return Ready();
-    });
+    const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(clock_->mu_) {
+      return woken_ || clock_->now_ms_ >= deadline_ms_;
+    };
+    internal::Await(&clock_->mu_, ready);
     clock_->blocked_.erase(it);
     woken_ = false;
   }
@@ -26,11 +27,6 @@ class FakeClock::FakeWaiter final : public Clock::Waiter {
   }
 
  private:
-  // Evaluated by absl::Mutex with clock_->mu_ held.
-  bool Ready() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return woken_ || clock_->now_ms_ >= deadline_ms_;
-  }
-
   FakeClock* const clock_;
   int64_t deadline_ms_ ABSL_GUARDED_BY(clock_->mu_) = 0;
   bool woken_ ABSL_GUARDED_BY(clock_->mu_) = false;
@@ -62,7 +58,7 @@ bool FakeClock::AwaitWaiter(int64_t deadline_ms, absl::Duration timeout) {
   internal::MutexLock lock(&mu_);
   return internal::AwaitWithTimeout(
       &mu_,
-      [this, deadline_ms]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      [this, deadline_ms]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return blocked_.count(deadline_ms) != 0;
       },
       timeout);

@@ -51,7 +51,7 @@ class Collector {
     return internal::AwaitWithTimeout(
         &mu_,
         [this, n]()
-            ABSL_NO_THREAD_SAFETY_ANALYSIS { return entries_.size() >= n; },
+            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return entries_.size() >= n; },
         kPatience);
   }
 
