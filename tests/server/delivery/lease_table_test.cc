@@ -1,0 +1,118 @@
+// LeaseTable: each lease has one timer in the Scheduler, tagged with a
+// sequence number that names exactly one arming of it.
+#include "server/delivery/lease_table.h"
+
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "server/timer/fake_clock.h"
+
+namespace delayd::server {
+namespace {
+
+constexpr int64_t kT0 = 1'700'000'000'000;
+constexpr absl::Duration kPatience = absl::Seconds(10);
+
+class LeaseTableTest : public ::testing::Test {
+ protected:
+  LeaseTableTest()
+      : scheduler_(&clock_,
+                   [this](std::vector<timer::TimerEntry> fired) {
+                     absl::MutexLock lock(&mu_);
+                     for (const timer::TimerEntry& e : fired) {
+                       fired_.push_back(e.tag);
+                     }
+                   }),
+        table_(&scheduler_) {}
+  ~LeaseTableTest() override { scheduler_.Stop(); }
+
+  static LeaseTable::Lease LeaseUntil(int64_t deadline_ms) {
+    LeaseTable::Lease lease;
+    lease.subscriber = 1;
+    lease.nonce = 77;
+    lease.attempt = 2;
+    lease.deadline_ms = deadline_ms;
+    return lease;
+  }
+
+  std::vector<uint64_t> Fired() {
+    absl::MutexLock lock(&mu_);
+    return fired_;
+  }
+
+  timer::FakeClock clock_{kT0};
+  absl::Mutex mu_;
+  std::vector<uint64_t> fired_ ABSL_GUARDED_BY(mu_);
+  timer::Scheduler scheduler_;
+  LeaseTable table_;
+};
+
+TEST_F(LeaseTableTest, AddArmsATimerTaggedWithTheLeasesSequence) {
+  const JobKey key{"t", "a"};
+  table_.Add(key, LeaseUntil(kT0 + 1000));
+  ASSERT_NE(table_.Find(key), nullptr);
+  const uint64_t seq = table_.Find(key)->seq;
+  EXPECT_NE(seq, 0u);
+  ASSERT_NE(table_.KeyOf(seq), nullptr);
+  EXPECT_EQ(*table_.KeyOf(seq), key);
+  EXPECT_EQ(scheduler_.size(), 1u);
+  EXPECT_TRUE(table_.IsCurrent(key, 77, 2));
+  EXPECT_FALSE(table_.IsCurrent(key, 77, 3));
+  EXPECT_FALSE(table_.IsCurrent(key, 78, 2));
+  EXPECT_FALSE(table_.IsCurrent({"t", "b"}, 77, 2));
+}
+
+TEST_F(LeaseTableTest, RemoveCancelsTheTimerAndForgetsTheSequence) {
+  const JobKey key{"t", "a"};
+  table_.Add(key, LeaseUntil(kT0 + 1000));
+  const uint64_t seq = table_.Find(key)->seq;
+  std::optional<LeaseTable::Lease> removed = table_.Remove(key);
+  ASSERT_TRUE(removed.has_value());
+  EXPECT_EQ(removed->nonce, 77u);
+  EXPECT_EQ(scheduler_.size(), 0u);
+  EXPECT_EQ(table_.KeyOf(seq), nullptr);
+  EXPECT_FALSE(table_.Contains(key));
+  EXPECT_FALSE(table_.Remove(key).has_value());
+}
+
+TEST_F(LeaseTableTest, RearmMovesAPendingTimerUnderTheSameSequence) {
+  const JobKey key{"t", "a"};
+  table_.Add(key, LeaseUntil(kT0 + 1000));
+  LeaseTable::Lease* lease = table_.Find(key);
+  const uint64_t seq = lease->seq;
+  table_.Rearm(key, *lease, kT0 + 5000);
+  EXPECT_EQ(lease->seq, seq);
+  EXPECT_EQ(scheduler_.size(), 1u);
+}
+
+TEST_F(LeaseTableTest, RearmAfterTheTimerFiredTakesANewSequence) {
+  scheduler_.Start();
+  const JobKey key{"t", "a"};
+  table_.Add(key, LeaseUntil(kT0 + 1000));
+  const uint64_t first = table_.Find(key)->seq;
+  ASSERT_TRUE(clock_.AwaitWaiter(kT0 + 1000, kPatience));
+  clock_.SetMs(kT0 + 1000);
+  ASSERT_TRUE(clock_.AwaitWaiter(timer::Clock::kNoDeadline, kPatience));
+  ASSERT_EQ(Fired(), std::vector<uint64_t>{kLeaseTagBit | first});
+  // An extension that comes after the expiry fired: the expiry, when it
+  // runs, must find the lease under another sequence.
+  LeaseTable::Lease* lease = table_.Find(key);
+  table_.Rearm(key, *lease, kT0 + 9000);
+  EXPECT_NE(lease->seq, first);
+  EXPECT_EQ(table_.KeyOf(first), nullptr);
+  ASSERT_NE(table_.KeyOf(lease->seq), nullptr);
+  EXPECT_EQ(scheduler_.size(), 1u);
+  // ArmAgain keeps the sequence (an expiry that must try again).
+  const uint64_t second = lease->seq;
+  table_.ArmAgain(*lease, kT0 + 10'000);
+  EXPECT_EQ(lease->seq, second);
+  EXPECT_EQ(scheduler_.size(), 1u);
+}
+
+TEST_F(LeaseTableTest, NoncesAreNeverZero) {
+  for (int i = 0; i < 1000; ++i) EXPECT_NE(table_.NewNonce(), 0u);
+}
+
+}  // namespace
+}  // namespace delayd::server

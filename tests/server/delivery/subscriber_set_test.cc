@@ -1,0 +1,92 @@
+// SubscriberSet: credit handed out round-robin over the subscribers of a
+// topic that have some free, returned by Unreserve and DetachLease.
+#include "server/delivery/subscriber_set.h"
+
+#include <memory>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace delayd::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+
+class NullSink : public DeliverySink {
+ public:
+  void Send(v1::Delivery) override {}
+  void Close(const absl::Status&) override {}
+};
+
+std::shared_ptr<DeliverySink> Sink() { return std::make_shared<NullSink>(); }
+
+TEST(SubscriberSetTest, ReservesRoundRobinOverTheTopicsSubscribers) {
+  SubscriberSet set;
+  const uint64_t a = set.Add("t", "a", 2, Sink());
+  const uint64_t b = set.Add("t", "b", 2, Sink());
+  const uint64_t c = set.Add("t", "c", 2, Sink());
+  set.Add("other", "d", 2, Sink());
+  EXPECT_THAT(set.Reserve("t", 7), ElementsAre(a, b, c, a, b, c));
+  EXPECT_THAT(set.Reserve("t", 1), IsEmpty());  // all out of credit
+  EXPECT_THAT(set.Reserve("nobody", 1), IsEmpty());
+}
+
+TEST(SubscriberSetTest, ASubscriberOutOfCreditIsSkipped) {
+  SubscriberSet set;
+  const uint64_t slow = set.Add("t", "slow", 1, Sink());
+  const uint64_t fast = set.Add("t", "fast", 3, Sink());
+  EXPECT_THAT(set.Reserve("t", 10), ElementsAre(slow, fast, fast, fast));
+  set.Unreserve(fast);
+  EXPECT_THAT(set.Reserve("t", 10), ElementsAre(fast));
+}
+
+TEST(SubscriberSetTest, ALeaseHoldsItsCreditUntilDetached) {
+  SubscriberSet set;
+  const uint64_t a = set.Add("t", "a", 1, Sink());
+  ASSERT_THAT(set.Reserve("t", 1), ElementsAre(a));
+  const JobKey key{"t", "job-1"};
+  set.AttachLease(a, key);
+  EXPECT_THAT(set.Find(a)->leased, ElementsAre(key));
+  EXPECT_THAT(set.Reserve("t", 1), IsEmpty());
+  EXPECT_TRUE(set.DetachLease(a, key));
+  EXPECT_THAT(set.Find(a)->leased, IsEmpty());
+  EXPECT_THAT(set.Reserve("t", 1), ElementsAre(a));
+}
+
+TEST(SubscriberSetTest, RemoveHandsBackTheLeasesAndKeepsTheOrderValid) {
+  SubscriberSet set;
+  const uint64_t a = set.Add("t", "a", 5, Sink());
+  const uint64_t b = set.Add("t", "b", 5, Sink());
+  const uint64_t c = set.Add("t", "c", 5, Sink());
+  ASSERT_THAT(set.Reserve("t", 3), ElementsAre(a, b, c));  // cursor at a
+  set.AttachLease(c, {"t", "x"});
+  set.AttachLease(c, {"t", "y"});
+  std::optional<SubscriberSet::Subscriber> removed = set.Remove(c);
+  ASSERT_TRUE(removed.has_value());
+  EXPECT_EQ(removed->topic, "t");
+  EXPECT_THAT(removed->leased,
+              UnorderedElementsAre(JobKey{"t", "x"}, JobKey{"t", "y"}));
+  EXPECT_EQ(set.Find(c), nullptr);
+  EXPECT_FALSE(set.DetachLease(c, {"t", "x"}));  // its credit went with it
+  EXPECT_FALSE(set.Remove(c).has_value());
+  EXPECT_THAT(set.Reserve("t", 4), ElementsAre(a, b, a, b));
+  set.Remove(a);
+  set.Remove(b);
+  EXPECT_THAT(set.Reserve("t", 1), IsEmpty());
+}
+
+TEST(SubscriberSetTest, CloseRefusesCreditAndReturnsEverySink) {
+  SubscriberSet set;
+  set.Add("t", "a", 5, Sink());
+  set.Add("u", "b", 5, Sink());
+  EXPECT_FALSE(set.closed());
+  EXPECT_EQ(set.Close().size(), 2u);
+  EXPECT_TRUE(set.closed());
+  EXPECT_THAT(set.Reserve("t", 1), IsEmpty());
+}
+
+}  // namespace
+}  // namespace delayd::server

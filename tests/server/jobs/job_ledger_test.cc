@@ -1,0 +1,161 @@
+// JobLedger: what a committed write of a job record does to the in-memory
+// bookkeeping, from the record's state before and after it.
+#include "server/jobs/job_ledger.h"
+
+#include "gtest/gtest.h"
+#include "server/jobs/job_key.h"
+#include "server/timer/fake_clock.h"
+
+namespace delayd::server {
+namespace {
+
+constexpr int64_t kT0 = 1'700'000'000'000;
+constexpr char kTopic[] = "orders";
+constexpr char kId[] = "o-1";
+
+using Cause = JobLedger::Cause;
+
+class JobLedgerTest : public ::testing::Test {
+ protected:
+  JobLedgerTest()
+      : scheduler_(&clock_, [](std::vector<timer::TimerEntry>) {}),
+        timers_(&scheduler_),
+        terminal_(&topics_),
+        ledger_(&topics_, &terminal_, &timers_, &metrics_) {}
+
+  // One change of the job kId of kTopic.
+  bool Apply(v1::JobState before, v1::JobState after,
+             std::optional<int64_t> due_ms = std::nullopt,
+             Cause cause = Cause::kOther, bool ready_now = false) {
+    JobLedger::Change c;
+    c.topic = kTopic;
+    c.id = kId;
+    c.before = before;
+    c.after = after;
+    c.due_ms = due_ms;
+    c.cause = cause;
+    c.ready_now = ready_now;
+    return ledger_.Apply(c);
+  }
+  TopicTable::Counts Counts() { return topics_.CountsOf(kTopic); }
+  double Count(prometheus::Counter* DeliveryMetrics::Topic::*counter) {
+    return (metrics_.For(kTopic).*counter)->Value();
+  }
+
+  timer::FakeClock clock_{kT0};
+  timer::Scheduler scheduler_;
+  TopicTable topics_;
+  JobTimers timers_;
+  TerminalStateCounter terminal_;
+  DeliveryMetrics metrics_;
+  JobLedger ledger_;
+};
+
+TEST_F(JobLedgerTest, AScheduledJobIsLiveWithATimer) {
+  EXPECT_FALSE(Apply(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_SCHEDULED,
+                     kT0 + 1000, Cause::kScheduled));
+  EXPECT_EQ(Counts().live, 1);
+  EXPECT_EQ(Counts().scheduled(), 1);
+  EXPECT_EQ(timers_.tracked(), 1u);
+  EXPECT_EQ(scheduler_.size(), 1u);
+  EXPECT_EQ(Count(&DeliveryMetrics::Topic::scheduled), 1);
+  // Moved: still one timer, still one live job.
+  Apply(v1::JOB_STATE_SCHEDULED, v1::JOB_STATE_SCHEDULED, kT0 + 5000);
+  EXPECT_EQ(Counts().live, 1);
+  EXPECT_EQ(scheduler_.size(), 1u);
+}
+
+TEST_F(JobLedgerTest, ADueJobThatIsCanceledLeavesTheReadyQueue) {
+  Apply(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_SCHEDULED, kT0);
+  EXPECT_TRUE(ledger_.Due(kTopic, kId));
+  EXPECT_FALSE(ledger_.Due(kTopic, kId));  // queued already
+  EXPECT_EQ(timers_.tracked(), 0u);        // its timer fired
+  EXPECT_EQ(Counts().ready, 1);
+  Apply(v1::JOB_STATE_SCHEDULED, v1::JOB_STATE_CANCELED, std::nullopt,
+        Cause::kCanceled);
+  EXPECT_EQ(Counts().ready, 0);
+  EXPECT_EQ(Counts().live, 0);
+  EXPECT_EQ(Counts().canceled, 1);
+  EXPECT_EQ(Count(&DeliveryMetrics::Topic::canceled), 1);
+}
+
+TEST_F(JobLedgerTest, TakingAJobForDeliveryChangesNothingHere) {
+  Apply(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_SCHEDULED, kT0);
+  ledger_.Due(kTopic, kId);
+  ASSERT_EQ(topics_.PopReady(kTopic, 1).size(), 1u);  // as Dispatch does
+  const TopicTable::Counts before = Counts();
+  // (The scheduler is not started: the timer that "fired" is still in it.)
+  const size_t timers = scheduler_.size();
+  EXPECT_FALSE(Apply(v1::JOB_STATE_SCHEDULED, v1::JOB_STATE_IN_FLIGHT, kT0));
+  EXPECT_EQ(Counts().live, before.live);
+  EXPECT_EQ(Counts().ready, before.ready);
+  EXPECT_EQ(timers_.tracked(), 0u);  // no timer while in flight
+  EXPECT_EQ(scheduler_.size(), timers);
+}
+
+TEST_F(JobLedgerTest, ARetryDueNowIsQueuedAtOnceALaterOneGetsATimer) {
+  Apply(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_SCHEDULED, kT0);
+  ledger_.Due(kTopic, kId);  // its timer fired (the scheduler keeps it)
+  topics_.PopReady(kTopic, 1);
+  EXPECT_TRUE(Apply(v1::JOB_STATE_IN_FLIGHT, v1::JOB_STATE_SCHEDULED, kT0,
+                    Cause::kOther, /*ready_now=*/true));
+  EXPECT_EQ(Counts().ready, 1);
+  EXPECT_EQ(timers_.tracked(), 0u);  // queued, no timer
+  EXPECT_EQ(scheduler_.size(), 1u);
+  topics_.PopReady(kTopic, 1);
+  EXPECT_FALSE(Apply(v1::JOB_STATE_IN_FLIGHT, v1::JOB_STATE_SCHEDULED,
+                     kT0 + 2000, Cause::kNacked));
+  EXPECT_EQ(timers_.tracked(), 1u);
+  EXPECT_EQ(scheduler_.size(), 2u);
+  EXPECT_EQ(Counts().live, 1);
+  EXPECT_EQ(Count(&DeliveryMetrics::Topic::nacked), 1);
+}
+
+TEST_F(JobLedgerTest, TheLastAttemptGoesDeadAndRedriveBringsItBack) {
+  Apply(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_SCHEDULED, kT0);
+  Apply(v1::JOB_STATE_IN_FLIGHT, v1::JOB_STATE_DEAD);
+  EXPECT_EQ(Counts().live, 0);
+  EXPECT_EQ(Counts().dead, 1);
+  EXPECT_EQ(Count(&DeliveryMetrics::Topic::dead_lettered), 1);
+  Apply(v1::JOB_STATE_DEAD, v1::JOB_STATE_SCHEDULED, kT0 + 10);  // redrive
+  EXPECT_EQ(Counts().live, 1);
+  EXPECT_EQ(Counts().dead, 0);
+  EXPECT_EQ(scheduler_.size(), 1u);
+  EXPECT_EQ(Count(&DeliveryMetrics::Topic::dead_lettered), 1);
+}
+
+TEST_F(JobLedgerTest, AnAckFinishesTheJobAndARetainedOneIsSweptLater) {
+  Apply(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_SCHEDULED, kT0);
+  Apply(v1::JOB_STATE_IN_FLIGHT, v1::JOB_STATE_DONE, std::nullopt,
+        Cause::kAcked);
+  EXPECT_EQ(Counts().live, 0);
+  EXPECT_EQ(Counts().done, 1);
+  EXPECT_EQ(Count(&DeliveryMetrics::Topic::acked), 1);
+  Apply(v1::JOB_STATE_DONE, v1::JOB_STATE_UNSPECIFIED);  // the sweeper
+  EXPECT_EQ(Counts().done, 0);
+}
+
+TEST_F(JobLedgerTest, OfReadsTheChangeOffAMutation) {
+  storage::JobRecord record;
+  record.mutable_job()->set_topic(kTopic);
+  record.mutable_job()->set_id(kId);
+  record.mutable_job()->set_state(v1::JOB_STATE_SCHEDULED);
+  *record.mutable_job()->mutable_fire_at() = storage::UnixMsToTimestamp(kT0);
+  const storage::Mutation put =
+      storage::Mutation::Put(record, std::nullopt, std::nullopt);
+  JobLedger::Change c =
+      JobLedger::Of(put, v1::JOB_STATE_UNSPECIFIED, Cause::kScheduled);
+  EXPECT_EQ(c.topic, kTopic);
+  EXPECT_EQ(c.id, kId);
+  EXPECT_EQ(c.after, v1::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(c.due_ms, kT0);
+  EXPECT_EQ(c.cause, Cause::kScheduled);
+  const storage::Mutation del =
+      storage::Mutation::Delete(kTopic, kId, kT0, std::nullopt);
+  c = JobLedger::Of(del, v1::JOB_STATE_IN_FLIGHT);
+  EXPECT_EQ(c.after, v1::JOB_STATE_UNSPECIFIED);
+  EXPECT_EQ(c.due_ms, std::nullopt);
+}
+
+}  // namespace
+}  // namespace delayd::server
