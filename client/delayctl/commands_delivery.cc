@@ -11,6 +11,7 @@
 #include "client/delayctl/format.h"
 #include "client/delayctl/job_text.h"
 #include "client/delayctl/session.h"
+#include "delayd/proto_time.h"
 
 namespace delayd::delayctl {
 namespace {
@@ -154,7 +155,7 @@ Exit Nack(Session& s, const Args& a) {
     absl::StatusOr<absl::Duration> d =
         ParseDuration(a.Get("retry-after", ""), "--retry-after");
     if (!d.ok()) return Exit::Usage(std::string(d.status().message()));
-    *request.mutable_retry_after() = ToProto(*d);
+    *request.mutable_retry_after() = ToProtoSaturated(*d);
   }
   grpc::ClientContext context;
   s.SetDeadline(context);
@@ -175,7 +176,7 @@ Exit ExtendLease(Session& s, const Args& a) {
   absl::StatusOr<absl::Duration> d =
       ParseDuration(a.positional()[1], "DURATION");
   if (!d.ok()) return Exit::Usage(std::string(d.status().message()));
-  *request.mutable_extend_by() = ToProto(*d);
+  *request.mutable_extend_by() = ToProtoSaturated(*d);
   grpc::ClientContext context;
   s.SetDeadline(context);
   v1::ExtendLeaseResponse response;

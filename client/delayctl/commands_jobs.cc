@@ -10,6 +10,7 @@
 #include "client/delayctl/format.h"
 #include "client/delayctl/job_text.h"
 #include "client/delayctl/session.h"
+#include "delayd/proto_time.h"
 
 namespace delayd::delayctl {
 namespace {
@@ -41,7 +42,7 @@ absl::Status DurationFlag(const Args& a, const std::string& flag, Field field) {
   absl::StatusOr<absl::Duration> d =
       ParseDuration(a.Get(flag, ""), "--" + flag);
   if (!d.ok()) return d.status();
-  *field() = ToProto(*d);
+  *field() = ToProtoSaturated(*d);
   return absl::OkStatus();
 }
 
@@ -77,9 +78,9 @@ absl::Status SetWhen(const std::string& text, Request* request) {
   absl::StatusOr<When> when = ParseWhen(text, "WHEN");
   if (!when.ok()) return when.status();
   if (when->absolute) {
-    *request->mutable_fire_at() = ToProto(when->at);
+    *request->mutable_fire_at() = ToProtoSaturated(when->at);
   } else {
-    *request->mutable_delay() = ToProto(when->delay);
+    *request->mutable_delay() = ToProtoSaturated(when->delay);
   }
   return absl::OkStatus();
 }
@@ -191,7 +192,7 @@ Exit List(Session& s, const Args& a) {
     absl::StatusOr<absl::Time> t =
         ParseTimeOrDelay(a.Get(flag, ""), absl::StrCat("--", flag), now);
     if (!t.ok()) return Exit::Usage(std::string(t.status().message()));
-    *(request.*field)() = ToProto(*t);
+    *(request.*field)() = ToProtoSaturated(*t);
   }
   uint32_t limit = 100, page_size = 0;
   if (absl::Status st = ParseUint(a, "limit", &limit); !st.ok()) {
