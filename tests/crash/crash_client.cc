@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "delayd/proto_time.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "grpcpp/client_context.h"
 
@@ -16,13 +17,6 @@ constexpr absl::Duration kCallDeadline = absl::Seconds(20);
 
 int64_t Uniform(std::mt19937_64& rng, int64_t lo, int64_t hi) {
   return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-}
-
-google::protobuf::Timestamp TimestampOfMs(int64_t ms) {
-  google::protobuf::Timestamp ts;
-  ts.set_seconds(ms / 1000);
-  ts.set_nanos(static_cast<int32_t>(ms % 1000) * 1000000);
-  return ts;
 }
 
 class Client {
@@ -213,7 +207,7 @@ class Client {
     v1::RescheduleRequest req;
     req.mutable_key()->set_topic(key.topic);
     req.mutable_key()->set_id(key.id);
-    *req.mutable_fire_at() = TimestampOfMs(op.fire_at_ms);
+    *req.mutable_fire_at() = ToProto(absl::FromUnixMillis(op.fire_at_ms));
     v1::RescheduleResponse resp;
     grpc::ClientContext context;
     Context(context);

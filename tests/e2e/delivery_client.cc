@@ -67,9 +67,7 @@ void TestSubscriber::Read() {
   v1::Delivery delivery;
   while (reader->Read(&delivery)) {
     const absl::Time now = absl::Now();
-    const absl::Time due =
-        absl::FromUnixSeconds(delivery.job().fire_at().seconds()) +
-        absl::Nanoseconds(delivery.job().fire_at().nanos());
+    const absl::Time due = FromProto(delivery.job().fire_at());
     absl::MutexLock lock(&mu_);
     if (auto_ack_) to_ack_.push_back(delivery.ack_token());
     if (now < due) ++early_;

@@ -171,25 +171,4 @@ bool Eventually(absl::FunctionRef<bool()> done, absl::Duration timeout) {
   return true;
 }
 
-google::protobuf::Duration ToProto(absl::Duration d) {
-  google::protobuf::Duration out;
-  const int64_t seconds = absl::ToInt64Seconds(d);
-  out.set_seconds(seconds);
-  out.set_nanos(static_cast<int32_t>(
-      absl::ToInt64Nanoseconds(d - absl::Seconds(seconds))));
-  return out;
-}
-
-google::protobuf::Timestamp ToProto(absl::Time t) {
-  const timespec ts = absl::ToTimespec(t);
-  google::protobuf::Timestamp out;
-  out.set_seconds(ts.tv_sec);
-  out.set_nanos(static_cast<int32_t>(ts.tv_nsec));
-  return out;
-}
-
-absl::Time FromProto(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
-}
-
 }  // namespace delayd::testing

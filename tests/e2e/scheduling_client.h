@@ -14,6 +14,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
+#include "delayd/proto_time.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/support/status.h"
@@ -73,10 +74,6 @@ v1::ScheduleRequest Request(v1::JobSpec spec,
 // last answer.
 bool Eventually(absl::FunctionRef<bool()> done,
                 absl::Duration timeout = absl::Seconds(10));
-
-google::protobuf::Duration ToProto(absl::Duration d);
-google::protobuf::Timestamp ToProto(absl::Time t);
-absl::Time FromProto(const google::protobuf::Timestamp& t);
 
 }  // namespace delayd::testing
 

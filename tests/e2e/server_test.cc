@@ -8,6 +8,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "delayd/proto_time.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -180,9 +181,7 @@ TEST(ServerTest, MemoryHorizonLoadsJobsAsItAdvances) {
     grpc::ClientContext context;
     ASSERT_TRUE(stub->Schedule(&context, request, &response).ok());
   }
-  const absl::Time due =
-      absl::FromUnixSeconds(response.job().fire_at().seconds()) +
-      absl::Nanoseconds(response.job().fire_at().nanos());
+  const absl::Time due = FromProto(response.job().fire_at());
   while (ready() == 0 && absl::Now() < due + absl::Seconds(30)) {
     absl::SleepFor(absl::Milliseconds(20));
   }

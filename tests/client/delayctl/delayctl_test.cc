@@ -20,6 +20,7 @@
 #include "absl/time/civil_time.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "delayd/proto_time.h"
 #include "delayd/v1/delayd.pb.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
@@ -33,10 +34,6 @@ namespace delayd::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-absl::Time FromProto(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
-}
 
 template <typename Message>
 Message FromJson(const std::string& json) {
