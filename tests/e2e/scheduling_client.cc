@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/support/poll.h"
 
 namespace delayd::testing {
 namespace {
@@ -163,12 +163,7 @@ v1::ScheduleRequest Request(v1::JobSpec spec, v1::IfExists if_exists) {
 }
 
 bool Eventually(absl::FunctionRef<bool()> done, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
+  return PollUntil(done, timeout);
 }
 
 }  // namespace delayd::testing

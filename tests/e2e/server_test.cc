@@ -14,6 +14,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "tests/support/poll.h"
 #include "tests/support/server_process.h"
 #include "tests/support/status_matchers.h"
 
@@ -182,9 +183,8 @@ TEST(ServerTest, MemoryHorizonLoadsJobsAsItAdvances) {
     ASSERT_TRUE(stub->Schedule(&context, request, &response).ok());
   }
   const absl::Time due = FromProto(response.job().fire_at());
-  while (ready() == 0 && absl::Now() < due + absl::Seconds(30)) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  PollUntil([&] { return ready() != 0; }, due + absl::Seconds(30) - absl::Now(),
+            absl::Milliseconds(20));
   const absl::Time seen = absl::Now();
   EXPECT_EQ(ready(), 1u);
   EXPECT_GE(seen, due);  // never early
