@@ -8,9 +8,12 @@
 #include "delayd/proto_time.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "grpcpp/client_context.h"
+#include "tests/support/rpc_deadline.h"
 
 namespace delayd::crash {
 namespace {
+
+using ::delayd::testing::SetDeadline;
 
 // Generous: under ASan on 2 shared cores a synced write can take a while.
 constexpr absl::Duration kCallDeadline = absl::Seconds(20);
@@ -43,10 +46,6 @@ class Client {
   }
 
  private:
-  void Context(grpc::ClientContext& context) {
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kCallDeadline));
-  }
-
   Key OwnedKey() {
     return {
         kTopics[Uniform(rng_, 0, kTopics.size() - 1)],
@@ -112,7 +111,7 @@ class Client {
     req.set_if_exists(if_exists);
     v1::ScheduleResponse resp;
     grpc::ClientContext context;
-    Context(context);
+    SetDeadline(context, kCallDeadline);
     const grpc::Status status = stub_->Schedule(&context, req, &resp);
     Reply reply{status.error_code(), {}, {}};
     if (status.ok()) reply.job = VersionOf(resp.job());
@@ -157,7 +156,7 @@ class Client {
     }
     v1::ScheduleBatchResponse resp;
     grpc::ClientContext context;
-    Context(context);
+    SetDeadline(context, kCallDeadline);
     const absl::Time start = absl::Now();
     const grpc::Status status = stub_->ScheduleBatch(&context, req, &resp);
     const absl::Time end = absl::Now();
@@ -210,7 +209,7 @@ class Client {
     *req.mutable_fire_at() = ToProto(absl::FromUnixMillis(op.fire_at_ms));
     v1::RescheduleResponse resp;
     grpc::ClientContext context;
-    Context(context);
+    SetDeadline(context, kCallDeadline);
     const grpc::Status status = stub_->Reschedule(&context, req, &resp);
     Reply reply{status.error_code(), {}, {}};
     if (status.ok()) reply.job = VersionOf(resp.job());
@@ -226,7 +225,7 @@ class Client {
     req.mutable_key()->set_id(key.id);
     v1::CancelResponse resp;
     grpc::ClientContext context;
-    Context(context);
+    SetDeadline(context, kCallDeadline);
     const grpc::Status status = stub_->Cancel(&context, req, &resp);
     Reply reply{status.error_code(), {}, {}};
     if (status.ok()) reply.outcome = resp.outcome();
@@ -243,7 +242,7 @@ class Client {
     req.set_id_prefix(prefix);
     v1::CancelByPrefixResponse resp;
     grpc::ClientContext context;
-    Context(context);
+    SetDeadline(context, kCallDeadline);
     const grpc::Status status = stub_->CancelByPrefix(&context, req, &resp);
     const bool unknown = OutcomeUnknown(status.error_code());
     if (!status.ok() && !unknown) {
@@ -271,7 +270,7 @@ class Client {
     const Key key = SharedKey();
     const bool cancel = Uniform(rng_, 0, 9) < 4;
     grpc::ClientContext context;
-    Context(context);
+    SetDeadline(context, kCallDeadline);
     const absl::Time start = absl::Now();
     grpc::Status status;
     State effect;

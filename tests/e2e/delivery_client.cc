@@ -1,18 +1,15 @@
 #include "tests/e2e/delivery_client.h"
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "tests/support/rpc_deadline.h"
 
 namespace delayd::testing {
 namespace {
 
-void SetDeadline(grpc::ClientContext& context) {
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
-}
+constexpr absl::Duration kCallDeadline = absl::Seconds(30);
 
 }  // namespace
 
@@ -55,7 +52,7 @@ void TestSubscriber::AckLoop() {
       to_ack_.erase(to_ack_.begin(), to_ack_.begin() + n);
     }
     grpc::ClientContext context;
-    SetDeadline(context);
+    SetDeadline(context, kCallDeadline);
     v1::AckResponse response;
     stub_->Ack(&context, req, &response);
   }
@@ -134,7 +131,7 @@ Reply<v1::AckResponse> DeliveryClient::Ack(
   for (const std::string& t : tokens) request.add_ack_tokens(t);
   Reply<v1::AckResponse> reply;
   grpc::ClientContext context;
-  SetDeadline(context);
+  SetDeadline(context, kCallDeadline);
   reply.status = stub_->Ack(&context, request, &reply.response);
   return reply;
 }
@@ -156,7 +153,7 @@ Reply<v1::NackResponse> DeliveryClient::Nack(
   request.set_dead_letter(dead_letter);
   Reply<v1::NackResponse> reply;
   grpc::ClientContext context;
-  SetDeadline(context);
+  SetDeadline(context, kCallDeadline);
   reply.status = stub_->Nack(&context, request, &reply.response);
   return reply;
 }
@@ -168,7 +165,7 @@ Reply<v1::ExtendLeaseResponse> DeliveryClient::ExtendLease(
   *request.mutable_extend_by() = ToProto(extend_by);
   Reply<v1::ExtendLeaseResponse> reply;
   grpc::ClientContext context;
-  SetDeadline(context);
+  SetDeadline(context, kCallDeadline);
   reply.status = stub_->ExtendLease(&context, request, &reply.response);
   return reply;
 }
@@ -180,7 +177,7 @@ Reply<v1::RedriveResponse> DeliveryClient::Redrive(const std::string& topic,
   request.set_id_prefix(prefix);
   Reply<v1::RedriveResponse> reply;
   grpc::ClientContext context;
-  SetDeadline(context);
+  SetDeadline(context, kCallDeadline);
   reply.status = stub_->Redrive(&context, request, &reply.response);
   return reply;
 }

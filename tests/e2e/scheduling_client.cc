@@ -1,19 +1,16 @@
 #include "tests/e2e/scheduling_client.h"
 
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/support/poll.h"
+#include "tests/support/rpc_deadline.h"
 
 namespace delayd::testing {
 namespace {
 
-void SetDeadline(grpc::ClientContext& context) {
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
-}
+constexpr absl::Duration kCallDeadline = absl::Seconds(30);
 
 }  // namespace
 
@@ -23,7 +20,7 @@ SchedulingClient::SchedulingClient(std::shared_ptr<grpc::Channel> channel)
 #define DELAYD_CALL_(method, request)                                 \
   do {                                                                \
     grpc::ClientContext context;                                      \
-    SetDeadline(context);                                             \
+    SetDeadline(context, kCallDeadline);                              \
     reply.status = stub_->method(&context, request, &reply.response); \
     return reply;                                                     \
   } while (false)

@@ -15,6 +15,7 @@
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/support/poll.h"
+#include "tests/support/rpc_deadline.h"
 #include "tests/support/server_process.h"
 #include "tests/support/status_matchers.h"
 
@@ -31,8 +32,7 @@ HealthCheckResponse::ServingStatus CheckHealth(const DelaydProcess& server,
                                                const std::string& service) {
   auto stub = grpc::health::v1::Health::NewStub(server.NewChannel());
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(10));
+  SetDeadline(context, absl::Seconds(10));
   HealthCheckRequest request;
   request.set_service(service);
   HealthCheckResponse response;
@@ -46,8 +46,7 @@ ServerReflectionResponse Reflect(const DelaydProcess& server,
                                  const ServerReflectionRequest& request) {
   auto stub = ServerReflection::NewStub(server.NewChannel());
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(10));
+  SetDeadline(context, absl::Seconds(10));
   auto stream = stub->ServerReflectionInfo(&context);
   EXPECT_TRUE(stream->Write(request));
   stream->WritesDone();
