@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "delayd/proto_time.h"
 #include "delayd/v1/delayd.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -39,10 +40,7 @@ inline constexpr int64_t kStartMs = 1'700'000'000'000;
 inline constexpr absl::Duration kWait = absl::Seconds(10);
 
 inline google::protobuf::Duration DurationMs(int64_t ms) {
-  google::protobuf::Duration d;
-  d.set_seconds(ms / 1000);
-  d.set_nanos(static_cast<int32_t>((ms % 1000) * 1'000'000));
-  return d;
+  return ToProto(absl::Milliseconds(ms));
 }
 
 inline google::protobuf::Timestamp TimestampMs(int64_t ms) {
