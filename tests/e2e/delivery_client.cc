@@ -7,11 +7,8 @@
 #include "tests/support/rpc_deadline.h"
 
 namespace delayd::testing {
-namespace {
 
-constexpr absl::Duration kCallDeadline = absl::Seconds(30);
-
-}  // namespace
+using Stub = v1::DelayQueue::Stub;
 
 TestSubscriber::TestSubscriber(std::shared_ptr<grpc::Channel> channel,
                                const std::string& topic, uint32_t max_in_flight,
@@ -129,11 +126,7 @@ Reply<v1::AckResponse> DeliveryClient::Ack(
     const std::vector<std::string>& tokens) {
   v1::AckRequest request;
   for (const std::string& t : tokens) request.add_ack_tokens(t);
-  Reply<v1::AckResponse> reply;
-  grpc::ClientContext context;
-  SetDeadline(context, kCallDeadline);
-  reply.status = stub_->Ack(&context, request, &reply.response);
-  return reply;
+  return UnaryCall(*stub_, &Stub::Ack, request);
 }
 
 grpc::StatusCode DeliveryClient::AckCode(const std::string& token) {
@@ -151,11 +144,7 @@ Reply<v1::NackResponse> DeliveryClient::Nack(
   if (retry_after) *request.mutable_retry_after() = ToProto(*retry_after);
   request.set_reason(reason);
   request.set_dead_letter(dead_letter);
-  Reply<v1::NackResponse> reply;
-  grpc::ClientContext context;
-  SetDeadline(context, kCallDeadline);
-  reply.status = stub_->Nack(&context, request, &reply.response);
-  return reply;
+  return UnaryCall(*stub_, &Stub::Nack, request);
 }
 
 Reply<v1::ExtendLeaseResponse> DeliveryClient::ExtendLease(
@@ -163,11 +152,7 @@ Reply<v1::ExtendLeaseResponse> DeliveryClient::ExtendLease(
   v1::ExtendLeaseRequest request;
   request.set_ack_token(token);
   *request.mutable_extend_by() = ToProto(extend_by);
-  Reply<v1::ExtendLeaseResponse> reply;
-  grpc::ClientContext context;
-  SetDeadline(context, kCallDeadline);
-  reply.status = stub_->ExtendLease(&context, request, &reply.response);
-  return reply;
+  return UnaryCall(*stub_, &Stub::ExtendLease, request);
 }
 
 Reply<v1::RedriveResponse> DeliveryClient::Redrive(const std::string& topic,
@@ -175,11 +160,7 @@ Reply<v1::RedriveResponse> DeliveryClient::Redrive(const std::string& topic,
   v1::RedriveRequest request;
   request.set_topic(topic);
   request.set_id_prefix(prefix);
-  Reply<v1::RedriveResponse> reply;
-  grpc::ClientContext context;
-  SetDeadline(context, kCallDeadline);
-  reply.status = stub_->Redrive(&context, request, &reply.response);
-  return reply;
+  return UnaryCall(*stub_, &Stub::Redrive, request);
 }
 
 v1::RetryPolicy RetryOf(uint32_t max_attempts, absl::Duration lease,

@@ -5,42 +5,27 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/support/poll.h"
-#include "tests/support/rpc_deadline.h"
 
 namespace delayd::testing {
-namespace {
 
-constexpr absl::Duration kCallDeadline = absl::Seconds(30);
-
-}  // namespace
+using Stub = v1::DelayQueue::Stub;
 
 SchedulingClient::SchedulingClient(std::shared_ptr<grpc::Channel> channel)
     : stub_(v1::DelayQueue::NewStub(std::move(channel))) {}
 
-#define DELAYD_CALL_(method, request)                                 \
-  do {                                                                \
-    grpc::ClientContext context;                                      \
-    SetDeadline(context, kCallDeadline);                              \
-    reply.status = stub_->method(&context, request, &reply.response); \
-    return reply;                                                     \
-  } while (false)
-
 Reply<v1::ScheduleResponse> SchedulingClient::Schedule(
     const v1::ScheduleRequest& request) {
-  Reply<v1::ScheduleResponse> reply;
-  DELAYD_CALL_(Schedule, request);
+  return UnaryCall(*stub_, &Stub::Schedule, request);
 }
 
 Reply<v1::ScheduleBatchResponse> SchedulingClient::ScheduleBatch(
     const v1::ScheduleBatchRequest& request) {
-  Reply<v1::ScheduleBatchResponse> reply;
-  DELAYD_CALL_(ScheduleBatch, request);
+  return UnaryCall(*stub_, &Stub::ScheduleBatch, request);
 }
 
 Reply<v1::RescheduleResponse> SchedulingClient::Reschedule(
     const v1::RescheduleRequest& request) {
-  Reply<v1::RescheduleResponse> reply;
-  DELAYD_CALL_(Reschedule, request);
+  return UnaryCall(*stub_, &Stub::Reschedule, request);
 }
 
 Reply<v1::CancelResponse> SchedulingClient::Cancel(const std::string& topic,
@@ -48,8 +33,7 @@ Reply<v1::CancelResponse> SchedulingClient::Cancel(const std::string& topic,
   v1::CancelRequest request;
   request.mutable_key()->set_topic(topic);
   request.mutable_key()->set_id(id);
-  Reply<v1::CancelResponse> reply;
-  DELAYD_CALL_(Cancel, request);
+  return UnaryCall(*stub_, &Stub::Cancel, request);
 }
 
 Reply<v1::CancelByPrefixResponse> SchedulingClient::CancelByPrefix(
@@ -57,8 +41,7 @@ Reply<v1::CancelByPrefixResponse> SchedulingClient::CancelByPrefix(
   v1::CancelByPrefixRequest request;
   request.set_topic(topic);
   request.set_id_prefix(prefix);
-  Reply<v1::CancelByPrefixResponse> reply;
-  DELAYD_CALL_(CancelByPrefix, request);
+  return UnaryCall(*stub_, &Stub::CancelByPrefix, request);
 }
 
 Reply<v1::Job> SchedulingClient::GetJob(const std::string& topic,
@@ -66,25 +49,20 @@ Reply<v1::Job> SchedulingClient::GetJob(const std::string& topic,
   v1::GetJobRequest request;
   request.mutable_key()->set_topic(topic);
   request.mutable_key()->set_id(id);
-  Reply<v1::Job> reply;
-  DELAYD_CALL_(GetJob, request);
+  return UnaryCall(*stub_, &Stub::GetJob, request);
 }
 
 Reply<v1::ListJobsResponse> SchedulingClient::ListJobs(
     const v1::ListJobsRequest& request) {
-  Reply<v1::ListJobsResponse> reply;
-  DELAYD_CALL_(ListJobs, request);
+  return UnaryCall(*stub_, &Stub::ListJobs, request);
 }
 
 Reply<v1::GetStatsResponse> SchedulingClient::GetStats(
     const std::string& topic) {
   v1::GetStatsRequest request;
   request.set_topic(topic);
-  Reply<v1::GetStatsResponse> reply;
-  DELAYD_CALL_(GetStats, request);
+  return UnaryCall(*stub_, &Stub::GetStats, request);
 }
-
-#undef DELAYD_CALL_
 
 std::vector<v1::Job> SchedulingClient::ListAll(v1::ListJobsRequest query) {
   std::vector<v1::Job> jobs;

@@ -17,7 +17,9 @@
 #include "delayd/proto_time.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
+#include "tests/support/rpc_deadline.h"
 
 namespace delayd::testing {
 
@@ -28,6 +30,22 @@ struct Reply {
   Response response;
   bool ok() const { return status.ok(); }
 };
+
+// The deadline of every call of the e2e clients.
+inline constexpr absl::Duration kCallDeadline = absl::Seconds(30);
+
+// Calls a unary rpc, e.g. &v1::DelayQueue::Stub::GetJob, with kCallDeadline.
+template <typename Stub, typename Request, typename Response>
+Reply<Response> UnaryCall(Stub& stub,
+                          grpc::Status (Stub::*rpc)(grpc::ClientContext*,
+                                                    const Request&, Response*),
+                          const Request& request) {
+  Reply<Response> reply;
+  grpc::ClientContext context;
+  SetDeadline(context, kCallDeadline);
+  reply.status = (stub.*rpc)(&context, request, &reply.response);
+  return reply;
+}
 
 class SchedulingClient {
  public:
