@@ -2,6 +2,7 @@
 // redrive.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -11,9 +12,12 @@
 #include "client/delayctl/format.h"
 #include "client/delayctl/job_text.h"
 #include "client/delayctl/session.h"
+#include "delayd/proto_time.h"
 
 namespace delayd::delayctl {
 namespace {
+
+using Stub = v1::DelayQueue::Stub;
 
 std::string DefaultConsumer() {
   char host[256] = {};
@@ -25,10 +29,8 @@ std::string DefaultConsumer() {
 std::string AckOne(Session& s, const std::string& token) {
   v1::AckRequest request;
   request.add_ack_tokens(token);
-  grpc::ClientContext context;
-  s.SetDeadline(context);
   v1::AckResponse response;
-  grpc::Status status = s.stub().Ack(&context, request, &response);
+  grpc::Status status = s.Call(s.stub(), &Stub::Ack, request, &response);
   if (!status.ok()) return s.RpcFailed(status).message;
   if (response.results_size() != 1) return "ack: malformed reply";
   if (response.results(0).code() != 0) return response.results(0).message();
@@ -121,28 +123,26 @@ Exit Subscribe(Session& s, const Args& a) {
 Exit Ack(Session& s, const Args& a) {
   v1::AckRequest request;
   for (const std::string& token : a.positional()) request.add_ack_tokens(token);
-  grpc::ClientContext context;
-  s.SetDeadline(context);
-  v1::AckResponse response;
-  grpc::Status status = s.stub().Ack(&context, request, &response);
-  if (!status.ok()) return s.RpcFailed(status);
-  int failed = 0;
-  std::vector<std::vector<std::string>> rows;
-  for (const v1::AckResult& r : response.results()) {
-    if (r.code() != 0) ++failed;
-    rows.push_back(
-        {r.code() == 0 ? "acked" : "FAILED", r.ack_token(), r.message()});
-  }
-  if (s.json()) {
-    s.PrintJson(response);
-  } else {
-    s.out() << Table(rows);
-  }
-  if (failed > 0) {
-    return Exit::Failed(
-        absl::StrCat(failed, " of ", response.results_size(), " acks failed"));
-  }
-  return Exit::Ok();
+  return s.CallAndShow(
+      s.stub(), &Stub::Ack, request,
+      [&s](const v1::AckResponse& response) {
+        std::vector<std::vector<std::string>> rows;
+        for (const v1::AckResult& r : response.results()) {
+          rows.push_back(
+              {r.code() == 0 ? "acked" : "FAILED", r.ack_token(), r.message()});
+        }
+        s.out() << Table(rows);
+      },
+      [](const v1::AckResponse& response) {
+        const auto failed =
+            std::count_if(response.results().begin(), response.results().end(),
+                          [](const v1::AckResult& r) { return r.code() != 0; });
+        if (failed > 0) {
+          return Exit::Failed(absl::StrCat(
+              failed, " of ", response.results_size(), " acks failed"));
+        }
+        return Exit::Ok();
+      });
 }
 
 Exit Nack(Session& s, const Args& a) {
@@ -154,19 +154,12 @@ Exit Nack(Session& s, const Args& a) {
     absl::StatusOr<absl::Duration> d =
         ParseDuration(a.Get("retry-after", ""), "--retry-after");
     if (!d.ok()) return Exit::Usage(std::string(d.status().message()));
-    *request.mutable_retry_after() = ToProto(*d);
+    *request.mutable_retry_after() = ToProtoSaturated(*d);
   }
-  grpc::ClientContext context;
-  s.SetDeadline(context);
-  v1::NackResponse response;
-  grpc::Status status = s.stub().Nack(&context, request, &response);
-  if (!status.ok()) return s.RpcFailed(status);
-  if (s.json()) {
-    s.PrintJson(response);
-  } else {
-    s.out() << "nacked  " << JobLine(response.job(), absl::Now()) << "\n";
-  }
-  return Exit::Ok();
+  return s.CallAndShow(
+      s.stub(), &Stub::Nack, request, [&s](const v1::NackResponse& response) {
+        s.out() << "nacked  " << JobLine(response.job(), absl::Now()) << "\n";
+      });
 }
 
 Exit ExtendLease(Session& s, const Args& a) {
@@ -175,39 +168,29 @@ Exit ExtendLease(Session& s, const Args& a) {
   absl::StatusOr<absl::Duration> d =
       ParseDuration(a.positional()[1], "DURATION");
   if (!d.ok()) return Exit::Usage(std::string(d.status().message()));
-  *request.mutable_extend_by() = ToProto(*d);
-  grpc::ClientContext context;
-  s.SetDeadline(context);
-  v1::ExtendLeaseResponse response;
-  grpc::Status status = s.stub().ExtendLease(&context, request, &response);
-  if (!status.ok()) return s.RpcFailed(status);
-  if (s.json()) {
-    s.PrintJson(response);
-  } else {
-    s.out() << "lease ends "
-            << RelativeTime(FromProto(response.lease_expires_at()), absl::Now())
-            << "\n";
-  }
-  return Exit::Ok();
+  *request.mutable_extend_by() = ToProtoSaturated(*d);
+  return s.CallAndShow(s.stub(), &Stub::ExtendLease, request,
+                       [&s](const v1::ExtendLeaseResponse& response) {
+                         s.out() << "lease ends "
+                                 << RelativeTime(
+                                        FromProto(response.lease_expires_at()),
+                                        absl::Now())
+                                 << "\n";
+                       });
 }
 
 Exit Redrive(Session& s, const Args& a) {
   v1::RedriveRequest request;
   request.set_topic(a.positional()[0]);
   if (a.positional().size() > 1) request.set_id_prefix(a.positional()[1]);
-  grpc::ClientContext context;
-  s.SetDeadline(context);
-  v1::RedriveResponse response;
-  grpc::Status status = s.stub().Redrive(&context, request, &response);
-  if (!status.ok()) return s.RpcFailed(status);
-  if (s.json()) {
-    s.PrintJson(response);
-  } else {
-    s.out() << "redriven " << response.redriven() << " DEAD "
-            << (response.redriven() == 1 ? "job" : "jobs") << " of "
-            << request.topic() << " (now SCHEDULED, due now)\n";
-  }
-  return Exit::Ok();
+  return s.CallAndShow(s.stub(), &Stub::Redrive, request,
+                       [&s, &request](const v1::RedriveResponse& response) {
+                         s.out()
+                             << "redriven " << response.redriven() << " DEAD "
+                             << (response.redriven() == 1 ? "job" : "jobs")
+                             << " of " << request.topic()
+                             << " (now SCHEDULED, due now)\n";
+                       });
 }
 
 }  // namespace

@@ -10,9 +10,12 @@
 #include "client/delayctl/format.h"
 #include "client/delayctl/job_text.h"
 #include "client/delayctl/session.h"
+#include "delayd/proto_time.h"
 
 namespace delayd::delayctl {
 namespace {
+
+using Stub = v1::DelayQueue::Stub;
 
 // Reads all of a stream.
 absl::StatusOr<std::string> ReadAll(std::istream& in, const std::string& what) {
@@ -41,7 +44,7 @@ absl::Status DurationFlag(const Args& a, const std::string& flag, Field field) {
   absl::StatusOr<absl::Duration> d =
       ParseDuration(a.Get(flag, ""), "--" + flag);
   if (!d.ok()) return d.status();
-  *field() = ToProto(*d);
+  *field() = ToProtoSaturated(*d);
   return absl::OkStatus();
 }
 
@@ -77,9 +80,9 @@ absl::Status SetWhen(const std::string& text, Request* request) {
   absl::StatusOr<When> when = ParseWhen(text, "WHEN");
   if (!when.ok()) return when.status();
   if (when->absolute) {
-    *request->mutable_fire_at() = ToProto(when->at);
+    *request->mutable_fire_at() = ToProtoSaturated(when->at);
   } else {
-    *request->mutable_delay() = ToProto(when->delay);
+    *request->mutable_delay() = ToProtoSaturated(when->delay);
   }
   return absl::OkStatus();
 }
@@ -137,37 +140,26 @@ Exit Schedule(Session& s, const Args& a) {
   }
   if (job->retry().ByteSizeLong() == 0) job->clear_retry();
 
-  grpc::ClientContext context;
-  s.SetDeadline(context);
-  v1::ScheduleResponse response;
-  grpc::Status status = s.stub().Schedule(&context, request, &response);
-  if (!status.ok()) return s.RpcFailed(status);
-  if (s.json()) {
-    s.PrintJson(response);
-  } else {
-    s.out() << (response.created() ? "scheduled  " : "unchanged  ")
-            << JobLine(response.job(), absl::Now()) << "\n";
-  }
-  return Exit::Ok();
+  return s.CallAndShow(
+      s.stub(), &Stub::Schedule, request,
+      [&s](const v1::ScheduleResponse& response) {
+        s.out() << (response.created() ? "scheduled  " : "unchanged  ")
+                << JobLine(response.job(), absl::Now()) << "\n";
+      });
 }
 
 Exit Get(Session& s, const Args& a) {
   v1::GetJobRequest request;
   request.mutable_key()->set_topic(a.positional()[0]);
   request.mutable_key()->set_id(a.positional()[1]);
-  grpc::ClientContext context;
-  s.SetDeadline(context);
-  v1::Job job;
-  grpc::Status status = s.stub().GetJob(&context, request, &job);
-  if (!status.ok()) return s.RpcFailed(status);
-  if (s.json()) {
-    s.PrintJson(job);
-  } else if (a.Has("raw-payload")) {
-    s.out() << job.payload();
-  } else {
-    s.out() << JobDetail(job, absl::Now());
-  }
-  return Exit::Ok();
+  return s.CallAndShow(s.stub(), &Stub::GetJob, request,
+                       [&s, &a](const v1::Job& job) {
+                         if (a.Has("raw-payload")) {
+                           s.out() << job.payload();
+                         } else {
+                           s.out() << JobDetail(job, absl::Now());
+                         }
+                       });
 }
 
 Exit List(Session& s, const Args& a) {
@@ -191,7 +183,7 @@ Exit List(Session& s, const Args& a) {
     absl::StatusOr<absl::Time> t =
         ParseTimeOrDelay(a.Get(flag, ""), absl::StrCat("--", flag), now);
     if (!t.ok()) return Exit::Usage(std::string(t.status().message()));
-    *(request.*field)() = ToProto(*t);
+    *(request.*field)() = ToProtoSaturated(*t);
   }
   uint32_t limit = 100, page_size = 0;
   if (absl::Status st = ParseUint(a, "limit", &limit); !st.ok()) {
@@ -207,10 +199,8 @@ Exit List(Session& s, const Args& a) {
   // ListJobsResponse whose next_page_token says where it stopped.
   v1::ListJobsResponse all;
   while (true) {
-    grpc::ClientContext context;
-    s.SetDeadline(context);
     v1::ListJobsResponse page;
-    grpc::Status status = s.stub().ListJobs(&context, request, &page);
+    grpc::Status status = s.Call(s.stub(), &Stub::ListJobs, request, &page);
     if (!status.ok()) return s.RpcFailed(status);
     for (v1::Job& job : *page.mutable_jobs()) {
       if (limit != 0 && static_cast<uint32_t>(all.jobs_size()) >= limit) {
@@ -227,31 +217,29 @@ Exit List(Session& s, const Args& a) {
     }
     request.set_page_token(page.next_page_token());
   }
-  const bool more = !all.next_page_token().empty();
-  if (s.json()) {
-    s.PrintJson(all);
-    return Exit::Ok();
-  }
-  if (all.jobs().empty()) {
-    s.out() << "no jobs\n";
-    return Exit::Ok();
-  }
-  std::vector<std::vector<std::string>> rows = {
-      {"ID", "STATE", "DUE", "ATTEMPTS", "LAST ERROR"}};
-  if (a.Has("payload")) rows[0].push_back("PAYLOAD");
-  for (const v1::Job& job : all.jobs()) {
-    rows.push_back({job.id(), StateName(job.state()),
-                    RelativeTime(FromProto(job.fire_at()), now),
-                    absl::StrCat(job.attempts()), job.last_error()});
-    if (a.Has("payload"))
-      rows.back().push_back(PayloadPreview(job.payload(), 40));
-  }
-  s.out() << Table(rows);
-  s.out() << all.jobs_size() << (all.jobs_size() == 1 ? " job" : " jobs")
-          << (more ? absl::StrCat(" shown; more exist (--limit ", limit * 10,
-                                  " or --limit 0 for all)")
-                   : "")
-          << "\n";
+  s.Show(all, [&](const v1::ListJobsResponse& list) {
+    if (list.jobs().empty()) {
+      s.out() << "no jobs\n";
+      return;
+    }
+    std::vector<std::vector<std::string>> rows = {
+        {"ID", "STATE", "DUE", "ATTEMPTS", "LAST ERROR"}};
+    if (a.Has("payload")) rows[0].push_back("PAYLOAD");
+    for (const v1::Job& job : list.jobs()) {
+      rows.push_back({job.id(), StateName(job.state()),
+                      RelativeTime(FromProto(job.fire_at()), now),
+                      absl::StrCat(job.attempts()), job.last_error()});
+      if (a.Has("payload"))
+        rows.back().push_back(PayloadPreview(job.payload(), 40));
+    }
+    const bool more = !list.next_page_token().empty();
+    s.out() << Table(rows);
+    s.out() << list.jobs_size() << (list.jobs_size() == 1 ? " job" : " jobs")
+            << (more ? absl::StrCat(" shown; more exist (--limit ", limit * 10,
+                                    " or --limit 0 for all)")
+                     : "")
+            << "\n";
+  });
   return Exit::Ok();
 }
 
@@ -259,53 +247,46 @@ Exit Cancel(Session& s, const Args& a) {
   v1::CancelRequest request;
   request.mutable_key()->set_topic(a.positional()[0]);
   request.mutable_key()->set_id(a.positional()[1]);
-  grpc::ClientContext context;
-  s.SetDeadline(context);
-  v1::CancelResponse response;
-  grpc::Status status = s.stub().Cancel(&context, request, &response);
-  if (!status.ok()) return s.RpcFailed(status);
   const std::string key = KeyText(a.positional()[0], a.positional()[1]);
-  if (s.json()) s.PrintJson(response);
-  switch (response.outcome()) {
-    case v1::CANCEL_OUTCOME_CANCELED:
-      if (!s.json()) {
-        s.out() << "canceled " << key << ": it will not be delivered\n";
-      }
-      return Exit::Ok();
-    case v1::CANCEL_OUTCOME_CANCELED_IN_FLIGHT:
-      if (!s.json()) {
-        s.out() << "canceled " << key
-                << " in flight: the current delivery stands, no redelivery\n";
-      }
-      return Exit::Ok();
-    case v1::CANCEL_OUTCOME_ALREADY_DONE:
-      return Exit::Failed(absl::StrCat(key, " was already done (acked)"));
-    case v1::CANCEL_OUTCOME_NOT_FOUND:
-      return Exit::Failed(absl::StrCat(key, " not found"));
-    default:
-      return Exit::Failed(
-          absl::StrCat("unexpected cancel outcome ", response.outcome()));
-  }
+  return s.CallAndShow(
+      s.stub(), &Stub::Cancel, request,
+      [&s, &key](const v1::CancelResponse& response) {
+        if (response.outcome() == v1::CANCEL_OUTCOME_CANCELED) {
+          s.out() << "canceled " << key << ": it will not be delivered\n";
+        } else if (response.outcome() ==
+                   v1::CANCEL_OUTCOME_CANCELED_IN_FLIGHT) {
+          s.out() << "canceled " << key
+                  << " in flight: the current delivery stands, no redelivery\n";
+        }
+      },
+      [&key](const v1::CancelResponse& response) {
+        switch (response.outcome()) {
+          case v1::CANCEL_OUTCOME_CANCELED:
+          case v1::CANCEL_OUTCOME_CANCELED_IN_FLIGHT:
+            return Exit::Ok();
+          case v1::CANCEL_OUTCOME_ALREADY_DONE:
+            return Exit::Failed(absl::StrCat(key, " was already done (acked)"));
+          case v1::CANCEL_OUTCOME_NOT_FOUND:
+            return Exit::Failed(absl::StrCat(key, " not found"));
+          default:
+            return Exit::Failed(
+                absl::StrCat("unexpected cancel outcome ", response.outcome()));
+        }
+      });
 }
 
 Exit CancelPrefix(Session& s, const Args& a) {
   v1::CancelByPrefixRequest request;
   request.set_topic(a.positional()[0]);
   request.set_id_prefix(a.positional()[1]);
-  grpc::ClientContext context;
-  s.SetDeadline(context);
-  v1::CancelByPrefixResponse response;
-  grpc::Status status = s.stub().CancelByPrefix(&context, request, &response);
-  if (!status.ok()) return s.RpcFailed(status);
-  if (s.json()) {
-    s.PrintJson(response);
-  } else {
-    s.out() << "canceled " << response.canceled()
-            << (response.canceled() == 1 ? " job" : " jobs") << " of "
-            << request.topic() << " with ids starting '" << request.id_prefix()
-            << "'\n";
-  }
-  return Exit::Ok();
+  return s.CallAndShow(
+      s.stub(), &Stub::CancelByPrefix, request,
+      [&s, &request](const v1::CancelByPrefixResponse& response) {
+        s.out() << "canceled " << response.canceled()
+                << (response.canceled() == 1 ? " job" : " jobs") << " of "
+                << request.topic() << " with ids starting '"
+                << request.id_prefix() << "'\n";
+      });
 }
 
 Exit Reschedule(Session& s, const Args& a) {
@@ -315,17 +296,12 @@ Exit Reschedule(Session& s, const Args& a) {
   if (absl::Status st = SetWhen(a.positional()[2], &request); !st.ok()) {
     return Exit::Usage(std::string(st.message()));
   }
-  grpc::ClientContext context;
-  s.SetDeadline(context);
-  v1::RescheduleResponse response;
-  grpc::Status status = s.stub().Reschedule(&context, request, &response);
-  if (!status.ok()) return s.RpcFailed(status);
-  if (s.json()) {
-    s.PrintJson(response);
-  } else {
-    s.out() << "rescheduled  " << JobLine(response.job(), absl::Now()) << "\n";
-  }
-  return Exit::Ok();
+  return s.CallAndShow(s.stub(), &Stub::Reschedule, request,
+                       [&s](const v1::RescheduleResponse& response) {
+                         s.out()
+                             << "rescheduled  "
+                             << JobLine(response.job(), absl::Now()) << "\n";
+                       });
 }
 
 }  // namespace

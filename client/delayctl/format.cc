@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "delayd/proto_time.h"
 
 namespace delayd::delayctl {
 namespace {
@@ -101,34 +102,12 @@ absl::StatusOr<absl::Time> ParseTimeOrDelay(const std::string& text,
   return when->absolute ? when->at : now + when->delay;
 }
 
-google::protobuf::Duration ToProto(absl::Duration d) {
-  google::protobuf::Duration p;
-  const int64_t ns = absl::ToInt64Nanoseconds(d);
-  p.set_seconds(ns / 1'000'000'000);
-  p.set_nanos(static_cast<int32_t>(ns % 1'000'000'000));
-  return p;
+google::protobuf::Duration ToProtoSaturated(absl::Duration d) {
+  return ToProto(absl::Nanoseconds(absl::ToInt64Nanoseconds(d)));
 }
 
-google::protobuf::Timestamp ToProto(absl::Time t) {
-  google::protobuf::Timestamp p;
-  const int64_t ns = absl::ToUnixNanos(t);
-  int64_t seconds = ns / 1'000'000'000;
-  int64_t nanos = ns % 1'000'000'000;
-  if (nanos < 0) {
-    nanos += 1'000'000'000;
-    --seconds;
-  }
-  p.set_seconds(seconds);
-  p.set_nanos(static_cast<int32_t>(nanos));
-  return p;
-}
-
-absl::Duration FromProto(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
-
-absl::Time FromProto(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+google::protobuf::Timestamp ToProtoSaturated(absl::Time t) {
+  return ToProto(absl::FromUnixNanos(absl::ToUnixNanos(t)));
 }
 
 std::string HumanDuration(absl::Duration d) {

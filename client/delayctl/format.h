@@ -34,10 +34,13 @@ absl::StatusOr<absl::Time> ParseTimeOrDelay(const std::string& text,
                                             const std::string& what,
                                             absl::Time now);
 
-google::protobuf::Duration ToProto(absl::Duration d);
-google::protobuf::Timestamp ToProto(absl::Time t);
-absl::Duration FromProto(const google::protobuf::Duration& d);
-absl::Time FromProto(const google::protobuf::Timestamp& t);
+// What delayctl sends for a parsed duration or time: delayd::ToProto
+// (delayd/proto_time.h) of the value saturated to int64 nanoseconds (about
+// 292 years; 1677-09-21 to 2262-04-11). So "inf" and far-off times reach
+// the server as that bound, valid fields it judges by its own limits, as
+// delayctl has always sent them.
+google::protobuf::Duration ToProtoSaturated(absl::Duration d);
+google::protobuf::Timestamp ToProtoSaturated(absl::Time t);
 
 // "29m58s", "1h30m", "2d4h", "250ms": the two largest units, for people.
 std::string HumanDuration(absl::Duration d);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "client/delayctl/format.h"
+#include "delayd/proto_time.h"
 
 namespace delayd::delayctl {
 

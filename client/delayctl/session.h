@@ -1,6 +1,7 @@
 // Session: what every delayctl command works with — the channel and stubs to
 // one server, the global flags (--timeout, --json) and the output streams —
-// plus the mapping of gRPC failures to one error line and an exit code.
+// plus the mapping of gRPC failures to one error line and an exit code, and
+// the shape of a command's unary call (deadline, call, failure, output).
 // One per Run(); not thread-safe except where noted.
 #ifndef DELAYD_CLIENT_DELAYCTL_SESSION_H_
 #define DELAYD_CLIENT_DELAYCTL_SESSION_H_
@@ -35,6 +36,11 @@ struct Exit {
   }
 };
 
+// A unary rpc of a generated stub, e.g. &v1::DelayQueue::Stub::GetJob.
+template <typename Stub, typename Request, typename Response>
+using UnaryRpc = grpc::Status (Stub::*)(grpc::ClientContext*, const Request&,
+                                        Response*);
+
 class Session {
  public:
   Session(std::string server, absl::Duration timeout, bool json, const Io& io);
@@ -67,6 +73,48 @@ class Session {
   // Prints a message as one line of proto3 JSON (enums by name, fields with
   // default values included).
   void PrintJson(const google::protobuf::Message& message);
+
+  // Calls a unary rpc of `stub` with the --timeout deadline.
+  template <typename Stub, typename Request, typename Response>
+  grpc::Status Call(Stub& stub, UnaryRpc<Stub, Request, Response> rpc,
+                    const Request& request, Response* response) const {
+    grpc::ClientContext context;
+    SetDeadline(context);
+    return (stub.*rpc)(&context, request, response);
+  }
+
+  // Shows a message: as JSON (PrintJson) with --json, else print_text(it).
+  template <typename Message, typename PrintText>
+  void Show(const Message& message, PrintText print_text) {
+    if (json_) {
+      PrintJson(message);
+    } else {
+      print_text(message);
+    }
+  }
+
+  // The shape of most commands: Call, then Show the reply, then return
+  // verdict(reply), the command's judgement of a reply shown either way.
+  // A failed call shows nothing and returns RpcFailed(status).
+  template <typename Stub, typename Request, typename Response,
+            typename PrintText, typename Verdict>
+  Exit CallAndShow(Stub& stub, UnaryRpc<Stub, Request, Response> rpc,
+                   const Request& request, PrintText print_text,
+                   Verdict verdict) {
+    Response response;
+    const grpc::Status status = Call(stub, rpc, request, &response);
+    if (!status.ok()) return RpcFailed(status);
+    Show(response, print_text);
+    return verdict(response);
+  }
+  // The same for a command whose every reply is a success.
+  template <typename Stub, typename Request, typename Response,
+            typename PrintText>
+  Exit CallAndShow(Stub& stub, UnaryRpc<Stub, Request, Response> rpc,
+                   const Request& request, PrintText print_text) {
+    return CallAndShow(stub, rpc, request, print_text,
+                       [](const Response&) { return Exit::Ok(); });
+  }
 
  private:
   const std::string server_;

@@ -3,18 +3,13 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "absl/time/clock.h"
+#include "tests/support/poll.h"
 
 namespace delayd::testing {
 
 bool Eventually(const std::function<bool()>& condition,
                 absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (condition()) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return condition();
+  return PollUntil(condition, timeout);
 }
 
 double MetricValue(const std::string& scrape, const std::string& series) {

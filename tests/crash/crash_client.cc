@@ -5,24 +5,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "delayd/proto_time.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "grpcpp/client_context.h"
+#include "tests/support/rpc_deadline.h"
 
 namespace delayd::crash {
 namespace {
+
+using ::delayd::testing::SetDeadline;
 
 // Generous: under ASan on 2 shared cores a synced write can take a while.
 constexpr absl::Duration kCallDeadline = absl::Seconds(20);
 
 int64_t Uniform(std::mt19937_64& rng, int64_t lo, int64_t hi) {
   return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-}
-
-google::protobuf::Timestamp TimestampOfMs(int64_t ms) {
-  google::protobuf::Timestamp ts;
-  ts.set_seconds(ms / 1000);
-  ts.set_nanos(static_cast<int32_t>(ms % 1000) * 1000000);
-  return ts;
 }
 
 class Client {
@@ -49,10 +46,6 @@ class Client {
   }
 
  private:
-  void Context(grpc::ClientContext& context) {
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kCallDeadline));
-  }
-
   Key OwnedKey() {
     return {
         kTopics[Uniform(rng_, 0, kTopics.size() - 1)],
@@ -118,7 +111,7 @@ class Client {
     req.set_if_exists(if_exists);
     v1::ScheduleResponse resp;
     grpc::ClientContext context;
-    Context(context);
+    SetDeadline(context, kCallDeadline);
     const grpc::Status status = stub_->Schedule(&context, req, &resp);
     Reply reply{status.error_code(), {}, {}};
     if (status.ok()) reply.job = VersionOf(resp.job());
@@ -163,7 +156,7 @@ class Client {
     }
     v1::ScheduleBatchResponse resp;
     grpc::ClientContext context;
-    Context(context);
+    SetDeadline(context, kCallDeadline);
     const absl::Time start = absl::Now();
     const grpc::Status status = stub_->ScheduleBatch(&context, req, &resp);
     const absl::Time end = absl::Now();
@@ -213,10 +206,10 @@ class Client {
     v1::RescheduleRequest req;
     req.mutable_key()->set_topic(key.topic);
     req.mutable_key()->set_id(key.id);
-    *req.mutable_fire_at() = TimestampOfMs(op.fire_at_ms);
+    *req.mutable_fire_at() = ToProto(absl::FromUnixMillis(op.fire_at_ms));
     v1::RescheduleResponse resp;
     grpc::ClientContext context;
-    Context(context);
+    SetDeadline(context, kCallDeadline);
     const grpc::Status status = stub_->Reschedule(&context, req, &resp);
     Reply reply{status.error_code(), {}, {}};
     if (status.ok()) reply.job = VersionOf(resp.job());
@@ -232,7 +225,7 @@ class Client {
     req.mutable_key()->set_id(key.id);
     v1::CancelResponse resp;
     grpc::ClientContext context;
-    Context(context);
+    SetDeadline(context, kCallDeadline);
     const grpc::Status status = stub_->Cancel(&context, req, &resp);
     Reply reply{status.error_code(), {}, {}};
     if (status.ok()) reply.outcome = resp.outcome();
@@ -249,7 +242,7 @@ class Client {
     req.set_id_prefix(prefix);
     v1::CancelByPrefixResponse resp;
     grpc::ClientContext context;
-    Context(context);
+    SetDeadline(context, kCallDeadline);
     const grpc::Status status = stub_->CancelByPrefix(&context, req, &resp);
     const bool unknown = OutcomeUnknown(status.error_code());
     if (!status.ok() && !unknown) {
@@ -277,7 +270,7 @@ class Client {
     const Key key = SharedKey();
     const bool cancel = Uniform(rng_, 0, 9) < 4;
     grpc::ClientContext context;
-    Context(context);
+    SetDeadline(context, kCallDeadline);
     const absl::Time start = absl::Now();
     grpc::Status status;
     State effect;

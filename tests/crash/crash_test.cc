@@ -26,6 +26,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "delayd/proto_time.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
@@ -85,8 +86,10 @@ class Verifier {
     req.set_topic(topic);
     req.set_page_size(1000);
     req.set_include_payload(true);
-    if (due_after_ms >= 0) *req.mutable_due_after() = Ts(due_after_ms);
-    if (due_before_ms >= 0) *req.mutable_due_before() = Ts(due_before_ms);
+    if (due_after_ms >= 0)
+      *req.mutable_due_after() = ToProto(absl::FromUnixMillis(due_after_ms));
+    if (due_before_ms >= 0)
+      *req.mutable_due_before() = ToProto(absl::FromUnixMillis(due_before_ms));
     do {
       v1::ListJobsResponse resp;
       grpc::ClientContext context;
@@ -97,13 +100,6 @@ class Verifier {
       req.set_page_token(resp.next_page_token());
     } while (!req.page_token().empty());
     return jobs;
-  }
-
-  static google::protobuf::Timestamp Ts(int64_t ms) {
-    google::protobuf::Timestamp ts;
-    ts.set_seconds(ms / 1000);
-    ts.set_nanos(static_cast<int32_t>(ms % 1000) * 1000000);
-    return ts;
   }
 
   // Jobs that are not live count as absent (CANCELED ones may be kept).

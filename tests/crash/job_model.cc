@@ -4,6 +4,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "delayd/proto_time.h"
 
 namespace delayd::crash {
 namespace {
@@ -60,9 +62,7 @@ v1::JobSpec SpecOf(const std::string& topic, const std::string& id,
   spec.set_id(id);
   spec.set_payload(v.payload);
   spec.mutable_labels()->insert(v.labels.begin(), v.labels.end());
-  spec.mutable_fire_at()->set_seconds(v.spec_fire_at_ms / 1000);
-  spec.mutable_fire_at()->set_nanos(
-      static_cast<int32_t>(v.spec_fire_at_ms % 1000) * 1000000);
+  *spec.mutable_fire_at() = ToProto(absl::FromUnixMillis(v.spec_fire_at_ms));
   return spec;
 }
 

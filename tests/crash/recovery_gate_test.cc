@@ -21,6 +21,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "tests/support/rpc_deadline.h"
 #include "tests/support/server_process.h"
 #include "tests/support/status_matchers.h"
 
@@ -28,6 +29,7 @@ namespace delayd::crash {
 namespace {
 
 using delayd::testing::DelaydProcess;
+using delayd::testing::SetDeadline;
 using grpc::health::v1::HealthCheckResponse;
 
 constexpr char kTopic[] = "gate";
@@ -107,7 +109,7 @@ TEST(RecoveryGateTest, JobRpcsWaitForRecovery) {
     Probe p;
     {
       grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+      SetDeadline(context, absl::Seconds(5));
       grpc::health::v1::HealthCheckRequest req;
       req.set_service("delayd.v1.DelayQueue");
       HealthCheckResponse resp;

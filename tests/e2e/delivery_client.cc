@@ -1,20 +1,14 @@
 #include "tests/e2e/delivery_client.h"
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "tests/support/rpc_deadline.h"
 
 namespace delayd::testing {
-namespace {
 
-void SetDeadline(grpc::ClientContext& context) {
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
-}
-
-}  // namespace
+using Stub = v1::DelayQueue::Stub;
 
 TestSubscriber::TestSubscriber(std::shared_ptr<grpc::Channel> channel,
                                const std::string& topic, uint32_t max_in_flight,
@@ -55,7 +49,7 @@ void TestSubscriber::AckLoop() {
       to_ack_.erase(to_ack_.begin(), to_ack_.begin() + n);
     }
     grpc::ClientContext context;
-    SetDeadline(context);
+    SetDeadline(context, kCallDeadline);
     v1::AckResponse response;
     stub_->Ack(&context, req, &response);
   }
@@ -67,9 +61,7 @@ void TestSubscriber::Read() {
   v1::Delivery delivery;
   while (reader->Read(&delivery)) {
     const absl::Time now = absl::Now();
-    const absl::Time due =
-        absl::FromUnixSeconds(delivery.job().fire_at().seconds()) +
-        absl::Nanoseconds(delivery.job().fire_at().nanos());
+    const absl::Time due = FromProto(delivery.job().fire_at());
     absl::MutexLock lock(&mu_);
     if (auto_ack_) to_ack_.push_back(delivery.ack_token());
     if (now < due) ++early_;
@@ -134,11 +126,7 @@ Reply<v1::AckResponse> DeliveryClient::Ack(
     const std::vector<std::string>& tokens) {
   v1::AckRequest request;
   for (const std::string& t : tokens) request.add_ack_tokens(t);
-  Reply<v1::AckResponse> reply;
-  grpc::ClientContext context;
-  SetDeadline(context);
-  reply.status = stub_->Ack(&context, request, &reply.response);
-  return reply;
+  return UnaryCall(*stub_, &Stub::Ack, request);
 }
 
 grpc::StatusCode DeliveryClient::AckCode(const std::string& token) {
@@ -156,11 +144,7 @@ Reply<v1::NackResponse> DeliveryClient::Nack(
   if (retry_after) *request.mutable_retry_after() = ToProto(*retry_after);
   request.set_reason(reason);
   request.set_dead_letter(dead_letter);
-  Reply<v1::NackResponse> reply;
-  grpc::ClientContext context;
-  SetDeadline(context);
-  reply.status = stub_->Nack(&context, request, &reply.response);
-  return reply;
+  return UnaryCall(*stub_, &Stub::Nack, request);
 }
 
 Reply<v1::ExtendLeaseResponse> DeliveryClient::ExtendLease(
@@ -168,11 +152,7 @@ Reply<v1::ExtendLeaseResponse> DeliveryClient::ExtendLease(
   v1::ExtendLeaseRequest request;
   request.set_ack_token(token);
   *request.mutable_extend_by() = ToProto(extend_by);
-  Reply<v1::ExtendLeaseResponse> reply;
-  grpc::ClientContext context;
-  SetDeadline(context);
-  reply.status = stub_->ExtendLease(&context, request, &reply.response);
-  return reply;
+  return UnaryCall(*stub_, &Stub::ExtendLease, request);
 }
 
 Reply<v1::RedriveResponse> DeliveryClient::Redrive(const std::string& topic,
@@ -180,11 +160,7 @@ Reply<v1::RedriveResponse> DeliveryClient::Redrive(const std::string& topic,
   v1::RedriveRequest request;
   request.set_topic(topic);
   request.set_id_prefix(prefix);
-  Reply<v1::RedriveResponse> reply;
-  grpc::ClientContext context;
-  SetDeadline(context);
-  reply.status = stub_->Redrive(&context, request, &reply.response);
-  return reply;
+  return UnaryCall(*stub_, &Stub::Redrive, request);
 }
 
 v1::RetryPolicy RetryOf(uint32_t max_attempts, absl::Duration lease,

@@ -1,49 +1,31 @@
 #include "tests/e2e/scheduling_client.h"
 
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/support/poll.h"
 
 namespace delayd::testing {
-namespace {
 
-void SetDeadline(grpc::ClientContext& context) {
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
-}
-
-}  // namespace
+using Stub = v1::DelayQueue::Stub;
 
 SchedulingClient::SchedulingClient(std::shared_ptr<grpc::Channel> channel)
     : stub_(v1::DelayQueue::NewStub(std::move(channel))) {}
 
-#define DELAYD_CALL_(method, request)                                 \
-  do {                                                                \
-    grpc::ClientContext context;                                      \
-    SetDeadline(context);                                             \
-    reply.status = stub_->method(&context, request, &reply.response); \
-    return reply;                                                     \
-  } while (false)
-
 Reply<v1::ScheduleResponse> SchedulingClient::Schedule(
     const v1::ScheduleRequest& request) {
-  Reply<v1::ScheduleResponse> reply;
-  DELAYD_CALL_(Schedule, request);
+  return UnaryCall(*stub_, &Stub::Schedule, request);
 }
 
 Reply<v1::ScheduleBatchResponse> SchedulingClient::ScheduleBatch(
     const v1::ScheduleBatchRequest& request) {
-  Reply<v1::ScheduleBatchResponse> reply;
-  DELAYD_CALL_(ScheduleBatch, request);
+  return UnaryCall(*stub_, &Stub::ScheduleBatch, request);
 }
 
 Reply<v1::RescheduleResponse> SchedulingClient::Reschedule(
     const v1::RescheduleRequest& request) {
-  Reply<v1::RescheduleResponse> reply;
-  DELAYD_CALL_(Reschedule, request);
+  return UnaryCall(*stub_, &Stub::Reschedule, request);
 }
 
 Reply<v1::CancelResponse> SchedulingClient::Cancel(const std::string& topic,
@@ -51,8 +33,7 @@ Reply<v1::CancelResponse> SchedulingClient::Cancel(const std::string& topic,
   v1::CancelRequest request;
   request.mutable_key()->set_topic(topic);
   request.mutable_key()->set_id(id);
-  Reply<v1::CancelResponse> reply;
-  DELAYD_CALL_(Cancel, request);
+  return UnaryCall(*stub_, &Stub::Cancel, request);
 }
 
 Reply<v1::CancelByPrefixResponse> SchedulingClient::CancelByPrefix(
@@ -60,8 +41,7 @@ Reply<v1::CancelByPrefixResponse> SchedulingClient::CancelByPrefix(
   v1::CancelByPrefixRequest request;
   request.set_topic(topic);
   request.set_id_prefix(prefix);
-  Reply<v1::CancelByPrefixResponse> reply;
-  DELAYD_CALL_(CancelByPrefix, request);
+  return UnaryCall(*stub_, &Stub::CancelByPrefix, request);
 }
 
 Reply<v1::Job> SchedulingClient::GetJob(const std::string& topic,
@@ -69,25 +49,20 @@ Reply<v1::Job> SchedulingClient::GetJob(const std::string& topic,
   v1::GetJobRequest request;
   request.mutable_key()->set_topic(topic);
   request.mutable_key()->set_id(id);
-  Reply<v1::Job> reply;
-  DELAYD_CALL_(GetJob, request);
+  return UnaryCall(*stub_, &Stub::GetJob, request);
 }
 
 Reply<v1::ListJobsResponse> SchedulingClient::ListJobs(
     const v1::ListJobsRequest& request) {
-  Reply<v1::ListJobsResponse> reply;
-  DELAYD_CALL_(ListJobs, request);
+  return UnaryCall(*stub_, &Stub::ListJobs, request);
 }
 
 Reply<v1::GetStatsResponse> SchedulingClient::GetStats(
     const std::string& topic) {
   v1::GetStatsRequest request;
   request.set_topic(topic);
-  Reply<v1::GetStatsResponse> reply;
-  DELAYD_CALL_(GetStats, request);
+  return UnaryCall(*stub_, &Stub::GetStats, request);
 }
-
-#undef DELAYD_CALL_
 
 std::vector<v1::Job> SchedulingClient::ListAll(v1::ListJobsRequest query) {
   std::vector<v1::Job> jobs;
@@ -163,33 +138,7 @@ v1::ScheduleRequest Request(v1::JobSpec spec, v1::IfExists if_exists) {
 }
 
 bool Eventually(absl::FunctionRef<bool()> done, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
-
-google::protobuf::Duration ToProto(absl::Duration d) {
-  google::protobuf::Duration out;
-  const int64_t seconds = absl::ToInt64Seconds(d);
-  out.set_seconds(seconds);
-  out.set_nanos(static_cast<int32_t>(
-      absl::ToInt64Nanoseconds(d - absl::Seconds(seconds))));
-  return out;
-}
-
-google::protobuf::Timestamp ToProto(absl::Time t) {
-  const timespec ts = absl::ToTimespec(t);
-  google::protobuf::Timestamp out;
-  out.set_seconds(ts.tv_sec);
-  out.set_nanos(static_cast<int32_t>(ts.tv_nsec));
-  return out;
-}
-
-absl::Time FromProto(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+  return PollUntil(done, timeout);
 }
 
 }  // namespace delayd::testing

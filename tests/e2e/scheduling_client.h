@@ -14,9 +14,12 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
+#include "delayd/proto_time.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
+#include "tests/support/rpc_deadline.h"
 
 namespace delayd::testing {
 
@@ -27,6 +30,22 @@ struct Reply {
   Response response;
   bool ok() const { return status.ok(); }
 };
+
+// The deadline of every call of the e2e clients.
+inline constexpr absl::Duration kCallDeadline = absl::Seconds(30);
+
+// Calls a unary rpc, e.g. &v1::DelayQueue::Stub::GetJob, with kCallDeadline.
+template <typename Stub, typename Request, typename Response>
+Reply<Response> UnaryCall(Stub& stub,
+                          grpc::Status (Stub::*rpc)(grpc::ClientContext*,
+                                                    const Request&, Response*),
+                          const Request& request) {
+  Reply<Response> reply;
+  grpc::ClientContext context;
+  SetDeadline(context, kCallDeadline);
+  reply.status = (stub.*rpc)(&context, request, &reply.response);
+  return reply;
+}
 
 class SchedulingClient {
  public:
@@ -73,10 +92,6 @@ v1::ScheduleRequest Request(v1::JobSpec spec,
 // last answer.
 bool Eventually(absl::FunctionRef<bool()> done,
                 absl::Duration timeout = absl::Seconds(10));
-
-google::protobuf::Duration ToProto(absl::Duration d);
-google::protobuf::Timestamp ToProto(absl::Time t);
-absl::Time FromProto(const google::protobuf::Timestamp& t);
 
 }  // namespace delayd::testing
 

@@ -8,11 +8,14 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "delayd/proto_time.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "tests/support/poll.h"
+#include "tests/support/rpc_deadline.h"
 #include "tests/support/server_process.h"
 #include "tests/support/status_matchers.h"
 
@@ -29,8 +32,7 @@ HealthCheckResponse::ServingStatus CheckHealth(const DelaydProcess& server,
                                                const std::string& service) {
   auto stub = grpc::health::v1::Health::NewStub(server.NewChannel());
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(10));
+  SetDeadline(context, absl::Seconds(10));
   HealthCheckRequest request;
   request.set_service(service);
   HealthCheckResponse response;
@@ -44,8 +46,7 @@ ServerReflectionResponse Reflect(const DelaydProcess& server,
                                  const ServerReflectionRequest& request) {
   auto stub = ServerReflection::NewStub(server.NewChannel());
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(10));
+  SetDeadline(context, absl::Seconds(10));
   auto stream = stub->ServerReflectionInfo(&context);
   EXPECT_TRUE(stream->Write(request));
   stream->WritesDone();
@@ -180,12 +181,9 @@ TEST(ServerTest, MemoryHorizonLoadsJobsAsItAdvances) {
     grpc::ClientContext context;
     ASSERT_TRUE(stub->Schedule(&context, request, &response).ok());
   }
-  const absl::Time due =
-      absl::FromUnixSeconds(response.job().fire_at().seconds()) +
-      absl::Nanoseconds(response.job().fire_at().nanos());
-  while (ready() == 0 && absl::Now() < due + absl::Seconds(30)) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  const absl::Time due = FromProto(response.job().fire_at());
+  PollUntil([&] { return ready() != 0; }, due + absl::Seconds(30) - absl::Now(),
+            absl::Milliseconds(20));
   const absl::Time seen = absl::Now();
   EXPECT_EQ(ready(), 1u);
   EXPECT_GE(seen, due);  // never early

@@ -22,6 +22,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "tests/support/rpc_deadline.h"
 
 extern char** environ;
 
@@ -170,7 +171,7 @@ absl::Status DelaydProcess::WaitServing(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
     grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    SetDeadline(context, absl::Seconds(1));
     grpc::health::v1::HealthCheckRequest request;
     grpc::health::v1::HealthCheckResponse response;
     if (stub->Check(&context, request, &response).ok() &&

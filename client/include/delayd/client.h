@@ -47,6 +47,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "delayd/proto_time.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "delayd/v1/delayd.pb.h"
 #include "grpcpp/channel.h"
@@ -113,11 +114,9 @@ v1::JobSpec JobAt(const std::string& topic, const std::string& id,
                   const std::string& payload, absl::Time fire_at);
 
 // Conversions between Abseil and protobuf time (millisecond precision is
-// all the server keeps).
-google::protobuf::Duration ToProto(absl::Duration d);
-google::protobuf::Timestamp ToProto(absl::Time t);
-absl::Duration FromProto(const google::protobuf::Duration& d);
-absl::Time FromProto(const google::protobuf::Timestamp& t);
+// all the server keeps): delayd/proto_time.h's, under this namespace too.
+using ::delayd::FromProto;
+using ::delayd::ToProto;
 
 // ---------------------------------------------------------------------------
 // Client

@@ -20,6 +20,7 @@
 #include "absl/time/civil_time.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "delayd/proto_time.h"
 #include "delayd/v1/delayd.pb.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
@@ -27,16 +28,13 @@
 #include "grpc/health/v1/health.pb.h"
 #include "gtest/gtest.h"
 #include "tests/client/delayctl/cli_process.h"
+#include "tests/support/poll.h"
 #include "tests/support/server_process.h"
 
 namespace delayd::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-absl::Time FromProto(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
-}
 
 template <typename Message>
 Message FromJson(const std::string& json) {
@@ -77,18 +75,14 @@ class DelayctlTest : public ::testing::Test {
 
   // Polls `stats TOPIC --json` until the topic has `n` subscribers.
   static bool WaitSubscribers(const std::string& topic, uint32_t n) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (absl::Now() < deadline) {
-      CliResult r = Ctl({"stats", topic, "--json"});
-      if (r.exit_code == 0) {
-        auto stats = FromJson<v1::GetStatsResponse>(r.out);
-        if (stats.topics_size() == 1 && stats.topics(0).subscribers() == n) {
-          return true;
-        }
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return false;
+    return PollUntil(
+        [&] {
+          CliResult r = Ctl({"stats", topic, "--json"});
+          if (r.exit_code != 0) return false;
+          auto stats = FromJson<v1::GetStatsResponse>(r.out);
+          return stats.topics_size() == 1 && stats.topics(0).subscribers() == n;
+        },
+        absl::Seconds(30), absl::Milliseconds(20));
   }
 
   static DelaydProcess* server_;
@@ -324,12 +318,12 @@ TEST_F(DelayctlTest, NackExtendLeaseRedriveAndStopOnSigint) {
   ASSERT_TRUE(WaitSubscribers("dl", 1));
   ASSERT_EQ(Ctl({"schedule", "dl", "now", "x", "--id", "d-1"}).exit_code, 0);
   std::string line;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (absl::Now() < deadline) {
-    line = sub.Out();
-    if (line.find('\n') != std::string::npos) break;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  PollUntil(
+      [&] {
+        line = sub.Out();
+        return line.find('\n') != std::string::npos;
+      },
+      absl::Seconds(30));
   ASSERT_NE(line.find('\n'), std::string::npos) << "no delivery";
   const std::string token =
       FromJson<v1::Delivery>(line.substr(0, line.find('\n'))).ack_token();

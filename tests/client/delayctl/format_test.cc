@@ -50,6 +50,27 @@ TEST(ParseWhenTest, DelayOrRfc3339) {
   EXPECT_FALSE(ParseWhen("tomorrow", "WHEN").ok());
 }
 
+TEST(ToProtoSaturatedTest, FarOffValuesGoAsTheInt64NanosecondBound) {
+  google::protobuf::Duration d = ToProtoSaturated(absl::Milliseconds(1500));
+  EXPECT_EQ(d.seconds(), 1);
+  EXPECT_EQ(d.nanos(), 500'000'000);
+  google::protobuf::Timestamp t = ToProtoSaturated(absl::FromUnixMillis(-1500));
+  EXPECT_EQ(t.seconds(), -2);
+  EXPECT_EQ(t.nanos(), 500'000'000);
+
+  d = ToProtoSaturated(*ParseDuration("inf", "x"));
+  EXPECT_EQ(d.seconds(), 9'223'372'036);
+  EXPECT_EQ(d.nanos(), 854'775'807);
+  for (const char* far : {"3000-01-01T00:00:00Z", "9999-12-31T23:59:59Z"}) {
+    t = ToProtoSaturated(ParseWhen(far, "WHEN")->at);
+    EXPECT_EQ(t.seconds(), 9'223'372'036) << far;
+    EXPECT_EQ(t.nanos(), 854'775'807) << far;
+  }
+  t = ToProtoSaturated(ParseWhen("0001-01-01T00:00:00Z", "WHEN")->at);
+  EXPECT_EQ(t.seconds(), -9'223'372'037);
+  EXPECT_EQ(t.nanos(), 145'224'192);
+}
+
 TEST(HumanTextTest, DurationsShowTheTwoLargestUnits) {
   EXPECT_EQ(HumanDuration(absl::Milliseconds(3)), "3ms");
   EXPECT_EQ(HumanDuration(absl::Milliseconds(2500)), "2.5s");

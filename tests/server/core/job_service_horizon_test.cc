@@ -5,7 +5,6 @@
 // fake clock; tests poll with a short real-time deadline.
 #include <string>
 
-#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/server/core/job_service_test_util.h"
 
@@ -28,12 +27,8 @@ class HorizonTest : public JobServiceTest {
 
   // Polls until the wheel holds `n` timers (the loader's own included).
   bool WaitForTimers(size_t n) {
-    const absl::Time deadline = absl::Now() + kWait;
-    while (service().timers_pending() != n) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return true;
+    return PollUntil([&] { return service().timers_pending() == n; }, kWait,
+                     absl::Milliseconds(1));
   }
 };
 

@@ -15,8 +15,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "delayd/proto_time.h"
 #include "delayd/v1/delayd.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -27,9 +27,12 @@
 #include "storage/fault_injecting_job_store.h"
 #include "storage/in_memory_job_store.h"
 #include "storage/job_record.h"
+#include "tests/support/poll.h"
 #include "tests/support/status_matchers.h"
 
 namespace delayd::server::testing {
+
+using ::delayd::testing::PollUntil;
 
 // On a second boundary, so that a due time within the first second after it
 // sits in the wheel's fine level (whose next due time is exact).
@@ -37,10 +40,7 @@ inline constexpr int64_t kStartMs = 1'700'000'000'000;
 inline constexpr absl::Duration kWait = absl::Seconds(10);
 
 inline google::protobuf::Duration DurationMs(int64_t ms) {
-  google::protobuf::Duration d;
-  d.set_seconds(ms / 1000);
-  d.set_nanos(static_cast<int32_t>((ms % 1000) * 1'000'000));
-  return d;
+  return ToProto(absl::Milliseconds(ms));
 }
 
 inline google::protobuf::Timestamp TimestampMs(int64_t ms) {
@@ -187,12 +187,8 @@ class JobServiceTest : public ::testing::Test {
 
   // Polls (real time, short deadline) until `topic` has `n` ready jobs.
   bool WaitForReady(std::string_view topic, int64_t n) {
-    const absl::Time deadline = absl::Now() + kWait;
-    while (Counts(topic).ready != n) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return true;
+    return PollUntil([&] { return Counts(topic).ready == n; }, kWait,
+                     absl::Milliseconds(1));
   }
 
   // Sets the clock to `now_ms` and waits until the timer thread sleeps until

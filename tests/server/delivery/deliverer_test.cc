@@ -79,12 +79,13 @@ TEST_F(DelivererTest, ThreeSubscribersShareThreeThousandJobsEvenly) {
     ASSERT_OK(service().ScheduleBatch(batch));
   }
   clock_.SetMs(kStartMs + 100);
-  const absl::Time deadline = absl::Now() + kWait;
-  while (subs[0].sink->count() + subs[1].sink->count() + subs[2].sink->count() <
-         3000) {
-    ASSERT_LT(absl::Now(), deadline);
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return subs[0].sink->count() + subs[1].sink->count() +
+                   subs[2].sink->count() >=
+               3000;
+      },
+      kWait, absl::Milliseconds(1)));
   Quiesce();
   std::set<std::string> ids;
   for (const Sub& sub : subs) {
@@ -230,11 +231,9 @@ TEST_F(DelivererTest, DeadCountIsRebuiltAfterARestart) {
   ASSERT_OK(service().Recover());
   EXPECT_EQ(Counts("t").dead, 0);  // Recover reads only the due index
   service().Start();
-  const absl::Time deadline = absl::Now() + kWait;
-  while (Stats("t").dead() != 2 || Stats("u").dead() != 1) {
-    ASSERT_LT(absl::Now(), deadline);
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  ASSERT_TRUE(PollUntil(
+      [&] { return Stats("t").dead() == 2 && Stats("u").dead() == 1; }, kWait,
+      absl::Milliseconds(1)));
   ASSERT_OK(service().Cancel(CancelReq("t", "d1")));
   EXPECT_EQ(Stats("t").dead(), 1u);
   EXPECT_EQ(Stats("t").scheduled(), 1u);
@@ -255,11 +254,9 @@ TEST_F(DelivererTest, DeadCountScanIsExactWhileJobsChange) {
   EXPECT_EQ(r.redriven(), 111u);
   ASSERT_OK(service().Cancel(CancelReq("t", "d2")));
   Quiesce();
-  const absl::Time deadline = absl::Now() + kWait;
-  while (Stats("t").dead() != 188) {
-    ASSERT_LT(absl::Now(), deadline) << Stats("t").DebugString();
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  ASSERT_TRUE(PollUntil([&] { return Stats("t").dead() == 188; }, kWait,
+                        absl::Milliseconds(1)))
+      << Stats("t").DebugString();
   absl::SleepFor(absl::Milliseconds(20));
   EXPECT_EQ(Stats("t").dead(), 188u);
 }

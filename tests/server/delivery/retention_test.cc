@@ -59,11 +59,9 @@ class RetentionTest : public DelivererTest {
         << "the sweeper never slept until " << expires_ms;
     EXPECT_TRUE(Stored("t", id).has_value()) << "swept early";
     clock_.SetMs(expires_ms);
-    const absl::Time deadline = absl::Now() + kWait;
-    while (Stored("t", id).has_value()) {
-      ASSERT_LT(absl::Now(), deadline) << id << " was never swept";
-      absl::SleepFor(absl::Milliseconds(1));
-    }
+    ASSERT_TRUE(PollUntil([&] { return !Stored("t", id).has_value(); }, kWait,
+                          absl::Milliseconds(1)))
+        << id << " was never swept";
   }
 
   absl::StatusOr<v1::ListJobsResponse> List(v1::JobState state) {
@@ -233,11 +231,8 @@ TEST_F(RetentionTest, CancelOfADeadJobKeepsItAsCanceled) {
   Restart();
   ASSERT_OK(service().Recover());
   service().Start();
-  const absl::Time deadline = absl::Now() + kWait;
-  while (Stats("t").dead() != 1) {
-    ASSERT_LT(absl::Now(), deadline);
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  ASSERT_TRUE(PollUntil([&] { return Stats("t").dead() == 1; }, kWait,
+                        absl::Milliseconds(1)));
   ASSERT_OK_AND_ASSIGN(v1::CancelResponse c,
                        service().Cancel(CancelReq("t", "d")));
   EXPECT_EQ(c.outcome(), v1::CANCEL_OUTCOME_CANCELED);
@@ -276,11 +271,10 @@ TEST_F(RetentionTest, CanceledInFlightBecomesDoneWhenAckedCanceledOtherwise) {
             kStartMs + 200 + kRetentionMs);
   // The lease of the other ends unacked: kept as CANCELED, not redelivered.
   clock_.SetMs(kStartMs + 1000);
-  const absl::Time deadline = absl::Now() + kWait;
-  while (Stored("t", "expires")->expires_at_ms() == 0) {
-    ASSERT_LT(absl::Now(), deadline) << "the lease never ended";
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  ASSERT_TRUE(
+      PollUntil([&] { return Stored("t", "expires")->expires_at_ms() != 0; },
+                kWait, absl::Milliseconds(1)))
+      << "the lease never ended";
   EXPECT_EQ(Stored("t", "expires")->job().state(), v1::JOB_STATE_CANCELED);
   EXPECT_EQ(Stored("t", "expires")->expires_at_ms(),
             kStartMs + 1000 + kRetentionMs);
@@ -310,11 +304,10 @@ TEST_F(RetentionTest, RetainedJobsSurviveARestartUnarmedAndAreSweptAfterIt) {
   EXPECT_EQ(recovered.jobs, 1);  // only the live job; retained ones unarmed
   EXPECT_EQ(service().timers_pending(), 1u);
   service().Start();
-  const absl::Time deadline = absl::Now() + kWait;
-  while (Stats("t").done() != 1 || Stats("t").canceled() != 1) {
-    ASSERT_LT(absl::Now(), deadline) << Stats("t").DebugString();
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  ASSERT_TRUE(PollUntil(
+      [&] { return Stats("t").done() == 1 && Stats("t").canceled() == 1; },
+      kWait, absl::Milliseconds(1)))
+      << Stats("t").DebugString();
   EXPECT_EQ(Stats("t").scheduled(), 1u);
   ASSERT_OK_AND_ASSIGN(v1::CancelResponse c,
                        service().Cancel(CancelReq("t", "done")));

@@ -7,14 +7,16 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/timer/fake_clock.h"
 #include "server/timer/scheduler.h"
+#include "tests/support/poll.h"
 
 namespace delayd::server {
 namespace {
+
+using ::delayd::testing::PollUntil;
 
 constexpr int64_t kT0 = 1'700'000'000'000;
 constexpr absl::Duration kPatience = absl::Seconds(10);
@@ -85,10 +87,8 @@ TEST_F(TimerIndexTest, AKeyWhoseTrackedTimerFiredForNothingGetsANewOne) {
   index_.AddHorizonTimers({{{kT0 + 4000, kHash, kCheck}}});
   EXPECT_EQ(scheduler_.size(), 1u);
   clock_.SetMs(kT0 + 4000);
-  const absl::Time deadline = absl::Now() + kPatience;
-  while (FiredCount() < 2 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  PollUntil([&] { return FiredCount() >= 2; }, kPatience,
+            absl::Milliseconds(1));
   EXPECT_EQ(FiredCount(), 2u);
 }
 
