@@ -47,6 +47,20 @@ class KeyLocks {
     std::vector<uint64_t> hashes_;  // sorted, unique
   };
 
+  // Returns once every hash held at the call has been released at least
+  // once: each write under way then has finished. A barrier for a reader
+  // that must see the effects of every write it read from the store (the
+  // writer holds the key's lock from before its store write until after
+  // its bookkeeping). REQUIRES: the caller holds no Guard.
+  void AwaitWritesUnderWay() {
+    std::vector<uint64_t> held;
+    {
+      absl::MutexLock lock(&mu_);
+      held.assign(held_.begin(), held_.end());
+    }
+    for (uint64_t h : held) Guard guard(*this, h);
+  }
+
   // How many hashes are held now (tests).
   size_t HeldForTesting() {
     absl::MutexLock lock(&mu_);

@@ -91,6 +91,11 @@ absl::Status TerminalStateCounter::Scan(const storage::JobStore& store,
           return !stop;
         });
   }
+  // A write the scan read may not have been Noted yet: its record read in
+  // a state not counted (a redrive of a DEAD job, say) took no key lock
+  // above. Its writer holds the key's lock until it has Noted, so once
+  // every lock held now has been released, all such Notes are in first_.
+  locks.AwaitWritesUnderWay();
   {
     absl::MutexLock lock(&mu_);
     for (size_t slot = 0; slot < kStates; ++slot) {

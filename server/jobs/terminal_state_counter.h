@@ -12,8 +12,10 @@
 // end a touched key counts iff its first transition was -1 (it was in that
 // state at the start), whatever the scan read of it. A record the scan
 // reads in a counted state is checked under its key lock, after which any
-// write the scan saw has been Noted. So the result is exact, whatever
-// interleaves.
+// write the scan saw has been Noted; before it ends, the scan waits for the
+// writes under way (KeyLocks::AwaitWritesUnderWay), so that a write it read
+// in a state not counted has been Noted too. So the result is exact,
+// whatever interleaves.
 //
 // (The name predates DONE and CANCELED: DEAD was the first state counted
 // this way.)

@@ -1,0 +1,94 @@
+// TerminalStateCounter: the background count of DEAD, DONE and CANCELED
+// records stays exact while jobs change under it.
+#include "server/jobs/terminal_state_counter.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "storage/in_memory_job_store.h"
+#include "storage/job_record.h"
+#include "storage/mutation.h"
+#include "tests/support/status_matchers.h"
+
+namespace delayd::server {
+namespace {
+
+storage::JobRecord Record(const std::string& id, v1::JobState state) {
+  storage::JobRecord record;
+  record.mutable_job()->set_topic("t");
+  record.mutable_job()->set_id(id);
+  record.mutable_job()->set_state(state);
+  *record.mutable_job()->mutable_fire_at() =
+      storage::UnixMsToTimestamp(1'700'000'000'000);
+  return record;
+}
+
+// A writer has written a DEAD job as SCHEDULED (a redrive) and holds its key
+// lock, but has not yet noted the change, when the scan reads the store: the
+// scan sees no DEAD job. It must not end (and stop tracking) before the
+// writer notes it, or the writer's -1 meets no +1 and the count ends at -1
+// instead of 0. (DelivererTest.DeadCountScanIsExactWhileJobsChange failed a
+// third of its runs this way.)
+TEST(TerminalStateCounterTest, AScanWaitsForTheNoteOfAWriteItSaw) {
+  storage::InMemoryJobStore store;
+  const storage::Mutation dead =
+      storage::Mutation::Put(Record("d", v1::JOB_STATE_DEAD), std::nullopt);
+  ASSERT_OK(store.Apply({&dead, 1}, storage::Durability::kSync));
+  TopicTable topics;
+  KeyLocks locks;
+  TerminalStateCounter counter(&topics);
+
+  auto guard = std::make_unique<KeyLocks::Guard>(locks, KeyHash("t", "d"));
+  const storage::Mutation redrive = storage::Mutation::Put(
+      Record("d", v1::JOB_STATE_SCHEDULED), std::nullopt);
+  ASSERT_OK(store.Apply({&redrive, 1}, storage::Durability::kSync));
+
+  std::atomic<bool> stop{false};
+  absl::Notification scanned;
+  std::vector<JobKey> canceled;
+  std::thread scan([&] {
+    EXPECT_OK(counter.Scan(store, locks, stop, canceled));
+    scanned.Notify();
+  });
+  // With the bug the scan ends here at once; it must wait for the lock.
+  EXPECT_FALSE(scanned.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  counter.NoteChange("t", "d", v1::JOB_STATE_DEAD, v1::JOB_STATE_SCHEDULED);
+  guard.reset();
+  scan.join();
+  EXPECT_EQ(topics.CountsOf("t").dead, 0);
+}
+
+TEST(TerminalStateCounterTest, CountsWhatTheScanFindsAndWhatChangedMeanwhile) {
+  storage::InMemoryJobStore store;
+  std::vector<storage::Mutation> puts;
+  puts.push_back(
+      storage::Mutation::Put(Record("a", v1::JOB_STATE_DEAD), std::nullopt));
+  puts.push_back(
+      storage::Mutation::Put(Record("b", v1::JOB_STATE_DONE), std::nullopt));
+  puts.push_back(storage::Mutation::Put(Record("c", v1::JOB_STATE_SCHEDULED),
+                                        std::nullopt));
+  ASSERT_OK(store.Apply(puts, storage::Durability::kSync));
+  TopicTable topics;
+  KeyLocks locks;
+  TerminalStateCounter counter(&topics);
+  // Before the scan: c goes DEAD (noted), so the scan finds two DEAD jobs.
+  const storage::Mutation c_dead = storage::Mutation::Put(
+      Record("c", v1::JOB_STATE_DEAD),
+      storage::DueIndexEntryOf(Record("c", v1::JOB_STATE_SCHEDULED)));
+  ASSERT_OK(store.Apply({&c_dead, 1}, storage::Durability::kSync));
+  counter.NoteChange("t", "c", v1::JOB_STATE_SCHEDULED, v1::JOB_STATE_DEAD);
+  std::atomic<bool> stop{false};
+  std::vector<JobKey> canceled;
+  ASSERT_OK(counter.Scan(store, locks, stop, canceled));
+  EXPECT_EQ(topics.CountsOf("t").dead, 2);
+  EXPECT_EQ(topics.CountsOf("t").done, 1);
+  // After the scan, Notes apply directly.
+  counter.NoteChange("t", "a", v1::JOB_STATE_DEAD, v1::JOB_STATE_UNSPECIFIED);
+  EXPECT_EQ(topics.CountsOf("t").dead, 1);
+}
+
+}  // namespace
+}  // namespace delayd::server
