@@ -218,12 +218,16 @@ TEST_F(DelayctlTest, ListFollowsPagesWithFiltersAndLimit) {
   EXPECT_NE(limited.next_page_token(), "");
 
   r = Ctl({"list", "listing", "--prefix", "j1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(FromJson<v1::ListJobsResponse>(r.out).jobs_size(), 10);
   r = Ctl({"list", "listing", "--due-before", "5m30s", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(FromJson<v1::ListJobsResponse>(r.out).jobs_size(), 5);
   r = Ctl({"list", "listing", "--state", "dead,ready", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(FromJson<v1::ListJobsResponse>(r.out).jobs_size(), 0);
   r = Ctl({"list", "listing", "--state", "scheduled", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(FromJson<v1::ListJobsResponse>(r.out).jobs_size(), 25);
 
   r = Ctl({"list", "listing", "--limit", "3"});
