@@ -9,8 +9,10 @@
 # Each round runs, for OLD then NEW, each on a fresh server in a fresh data
 # dir under /var/tmp: one Schedule per round trip (8 conns, --sync=none,
 # 10 s), ScheduleBatch of 100 (8 conns, --sync=always, 10 s) and a burst of
-# 200k jobs due in 2 s (4 subscribers, --sync=always). Prints one JSON line
-# per run; DELAYD_BENCH selects the load generator (default: this build's).
+# 200k jobs due in 2 s (scheduled 100 per call, 4 subscribers,
+# --sync=always). Prints one JSON line per run. DELAYD_BENCH selects the load
+# generator (default: this build's); BURST=0 skips the burst, LOADS=0 the
+# two loads.
 set -euo pipefail
 old=$1 new=$2 rounds=${3:-3}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,11 +38,14 @@ run() {  # NAME BINARY SYNC -- delayd-bench args
 for ((r = 1; r <= rounds; r++)); do
   for side in old new; do
     bin=$old; [[ $side == new ]] && bin=$new
-    run "$side" "$bin" none load --topic t1 --jobs 1000000 --conns 8 \
-      --batch 1 --max-seconds 10
-    run "$side" "$bin" always load --topic t100 --jobs 1000000 --conns 8 \
-      --batch 100 --max-seconds 10
+    if [[ ${LOADS:-1} != 0 ]]; then
+      run "$side" "$bin" none load --topic t1 --jobs 1000000 --conns 8 \
+        --batch 1 --max-seconds 10
+      run "$side" "$bin" always load --topic t100 --jobs 1000000 --conns 8 \
+        --batch 100 --max-seconds 10
+    fi
+    [[ ${BURST:-1} == 0 ]] && continue
     run "$side" "$bin" always burst --topic b --jobs 200000 --producers 8 \
-      --subscribers 4
+      --batch 100 --subscribers 4
   done
 done
