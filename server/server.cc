@@ -36,8 +36,8 @@ Server::Server(const Config& config, std::unique_ptr<Metrics> metrics,
       jobs_(std::make_unique<JobService>(&instrumented_store_, &clock_,
                                          config.limits, &delivery_metrics_,
                                          config.retention)),
-      service_(std::make_unique<DelayQueueService>(
-          jobs_.get(), &rpc_metrics_, config.sync == SyncMode::kAlways)) {
+      service_(
+          std::make_unique<DelayQueueService>(jobs_.get(), &rpc_metrics_)) {
   jobs_->SetMemoryHorizon(config.memory_horizon);
   metrics_->AddCollectable(std::make_shared<JobsCollector>(jobs_.get()));
 }

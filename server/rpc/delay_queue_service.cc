@@ -11,26 +11,26 @@
 namespace delayd::server {
 
 DelayQueueService::DelayQueueService(JobService* jobs, RpcMetrics* metrics,
-                                     bool synced_writes, int worker_threads)
-    : jobs_(jobs), metrics_(metrics), pool_(worker_threads) {
-  // Single-job writes wait for an fsync only under --sync=always. Ack, Nack
-  // and ExtendLease never sync (DESIGN: a lost lease transition only causes
-  // a redelivery); GetJob is one point read.
-  const Run single_write = synced_writes ? Run::kOnWorker : Run::kInline;
+                                     int write_threads)
+    : jobs_(jobs),
+      metrics_(metrics),
+      writes_(write_threads, "delayd-write"),
+      leases_(kLeaseThreads, "delayd-lease"),
+      reads_(kReadThreads, "delayd-read") {
   // Indices: the rpcs' order in delayd.proto's service DelayQueue.
-  RegisterUnary(0, "Schedule", &JobService::Schedule, single_write);
-  RegisterUnary(1, "ScheduleBatch", &JobService::ScheduleBatch, Run::kOnWorker);
-  RegisterUnary(2, "Reschedule", &JobService::Reschedule, single_write);
-  RegisterUnary(3, "Cancel", &JobService::Cancel, single_write);
+  RegisterUnary(0, "Schedule", &JobService::Schedule, Pool::kWrites);
+  RegisterUnary(1, "ScheduleBatch", &JobService::ScheduleBatch, Pool::kWrites);
+  RegisterUnary(2, "Reschedule", &JobService::Reschedule, Pool::kWrites);
+  RegisterUnary(3, "Cancel", &JobService::Cancel, Pool::kWrites);
   RegisterUnary(4, "CancelByPrefix", &JobService::CancelByPrefix,
-                Run::kOnWorker);
-  RegisterUnary(5, "GetJob", &JobService::GetJob, Run::kInline);
-  RegisterUnary(6, "ListJobs", &JobService::ListJobs, Run::kOnWorker);
-  RegisterUnary(8, "Ack", &JobService::Ack, Run::kInline);
-  RegisterUnary(9, "Nack", &JobService::Nack, Run::kInline);
-  RegisterUnary(10, "ExtendLease", &JobService::ExtendLease, Run::kInline);
-  RegisterUnary(11, "Redrive", &JobService::Redrive, Run::kOnWorker);
-  RegisterUnary(12, "GetStats", &JobService::GetStats, Run::kOnWorker);
+                Pool::kWrites);
+  RegisterUnary(5, "GetJob", &JobService::GetJob, Pool::kReads);
+  RegisterUnary(6, "ListJobs", &JobService::ListJobs, Pool::kReads);
+  RegisterUnary(8, "Ack", &JobService::Ack, Pool::kLeases);
+  RegisterUnary(9, "Nack", &JobService::Nack, Pool::kLeases);
+  RegisterUnary(10, "ExtendLease", &JobService::ExtendLease, Pool::kLeases);
+  RegisterUnary(11, "Redrive", &JobService::Redrive, Pool::kWrites);
+  RegisterUnary(12, "GetStats", &JobService::GetStats, Pool::kReads);
 }
 
 grpc::ServerWriteReactor<v1::Delivery>* DelayQueueService::Subscribe(
@@ -48,14 +48,14 @@ grpc::ServerWriteReactor<v1::Delivery>* DelayQueueService::Subscribe(
 template <typename Request, typename Response>
 void DelayQueueService::RegisterUnary(
     int index, const char* name,
-    absl::StatusOr<Response> (JobService::*method)(const Request&), Run run) {
+    absl::StatusOr<Response> (JobService::*method)(const Request&), Pool pool) {
   MarkMethodRawCallback(
       index,
       new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer,
                                                grpc::ByteBuffer>(
-          [this, name, method, run](grpc::CallbackServerContext* context,
-                                    const grpc::ByteBuffer* request_bytes,
-                                    grpc::ByteBuffer* response_bytes) {
+          [this, name, method, pool](grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request_bytes,
+                                     grpc::ByteBuffer* response_bytes) {
             const absl::Time start = absl::Now();
             grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
             // The nested lambdas capture plain pointers, not `this`: built
@@ -87,10 +87,16 @@ void DelayQueueService::RegisterUnary(
               if (result.ok()) SerializeResponse(*result, *response_bytes);
               finish(result.status());
             };
-            if (run == Run::kInline) {
-              call();
-            } else {
-              pool_.Run(std::move(call));
+            switch (pool) {
+              case Pool::kWrites:
+                writes_.Run(std::move(call));
+                break;
+              case Pool::kLeases:
+                leases_.Run(std::move(call));
+                break;
+              case Pool::kReads:
+                reads_.Run(std::move(call));
+                break;
             }
             return reactor;
           }));

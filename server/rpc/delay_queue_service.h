@@ -2,13 +2,15 @@
 // callback API. Unary rpcs are registered as raw methods: the request bytes
 // are parsed here (request_parser.h) so that even a request protobuf itself
 // refuses (invalid UTF-8 in a string) gets INVALID_ARGUMENT naming the
-// field. A call that may wait for an fsync (a synced write under
-// --sync=always) or run long (batches, prefix scans, ListJobs, GetStats) is
-// handed to the JobService on a worker thread, since gRPC callbacks must not
-// block; the others (Ack, Nack, ExtendLease, GetJob, and single-job writes
-// under --sync=none) run on gRPC's callback thread, which saves two thread
-// hand-offs per call. Either way the reactor is finished with the status
-// converted in one place. An rpc not
+// field. Every unary call runs the JobService on a worker thread, never on
+// gRPC's callback thread: each can wait (for a key lock held through a
+// synced write, a RocksDB write stall, an fsync, a long scan), and gRPC has
+// as few as two callback threads for every call and stream. The workers are
+// three pools, so that one kind of wait does not starve the others:
+// writes (Schedule, ScheduleBatch, Reschedule, Cancel, CancelByPrefix,
+// Redrive), lease transitions (Ack, Nack, ExtendLease), and reads (GetJob,
+// ListJobs, GetStats), which answer even while every writer waits. The
+// reactor is finished with the status converted in one place. An rpc not
 // registered here answers UNIMPLEMENTED (the generated default). Subscribe
 // returns a SubscribeReactor (subscribe_reactor.h), which streams what the
 // Deliverer hands it.
@@ -30,10 +32,10 @@ namespace delayd::server {
 
 class DelayQueueService final : public v1::DelayQueue::CallbackService {
  public:
-  // `jobs` and `metrics` must outlive the service. `synced_writes`: whether
-  // Schedule, Reschedule and Cancel wait for an fsync (--sync=always).
-  DelayQueueService(JobService* jobs, RpcMetrics* metrics, bool synced_writes,
-                    int worker_threads = 16);
+  // `jobs` and `metrics` must outlive the service. `write_threads`: the
+  // writers' pool; as many synced writes can share one fsync.
+  DelayQueueService(JobService* jobs, RpcMetrics* metrics,
+                    int write_threads = 16);
   DelayQueueService(const DelayQueueService&) = delete;
   DelayQueueService& operator=(const DelayQueueService&) = delete;
 
@@ -46,20 +48,27 @@ class DelayQueueService final : public v1::DelayQueue::CallbackService {
       const v1::SubscribeRequest* request) override;
 
  private:
-  // Where a call runs (see the class comment).
-  enum class Run { kInline, kOnWorker };
+  // Threads of the lease-transition and read pools: these calls do not
+  // wait for an fsync, so a few threads keep up.
+  static constexpr int kLeaseThreads = 4;
+  static constexpr int kReadThreads = 4;
+  // Which pool runs a call (see the class comment).
+  enum class Pool { kWrites, kLeases, kReads };
   // Registers `method` of the JobService as raw unary method `index` of the
   // service (the method's position in delayd.proto).
   template <typename Request, typename Response>
   void RegisterUnary(
       int index, const char* name,
-      absl::StatusOr<Response> (JobService::*method)(const Request&), Run run);
+      absl::StatusOr<Response> (JobService::*method)(const Request&),
+      Pool pool);
 
   JobService* const jobs_;
   RpcMetrics* const metrics_;
   enum class State { kRecovering, kServing, kDraining };
   std::atomic<State> state_{State::kRecovering};
-  WorkerPool pool_;
+  WorkerPool writes_;
+  WorkerPool leases_;
+  WorkerPool reads_;
 };
 
 }  // namespace delayd::server

@@ -1,13 +1,18 @@
-// WorkerPool: a fixed set of threads running queued tasks in FIFO order.
-// gRPC callback handlers must not block, so the handlers hand the job logic
-// (which waits for the store's fsync) to this pool and finish their reactor
-// from it. Enough threads let concurrent writers share one fsync (group
-// commit). Thread-safe; the destructor runs what is queued, then joins.
+// WorkerPool: a fixed set of named threads running queued tasks in FIFO
+// order. gRPC callback handlers must not block (gRPC runs them on as few as
+// two threads), so the handlers hand the job logic, which can wait for a
+// key lock, a RocksDB write stall or an fsync, to a pool and finish their
+// reactor from it. Enough threads let concurrent writers share one fsync
+// (group commit). Thread-safe; the destructor runs what is queued, then
+// joins.
 #ifndef DELAYD_SERVER_RPC_WORKER_POOL_H_
 #define DELAYD_SERVER_RPC_WORKER_POOL_H_
 
+#include <pthread.h>
+
 #include <deque>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -17,8 +22,14 @@ namespace delayd::server {
 
 class WorkerPool {
  public:
-  explicit WorkerPool(int threads) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  // `name` names the threads (for top, perf and debuggers); Linux keeps
+  // its first 15 bytes.
+  WorkerPool(int threads, const std::string& name) {
+    for (int i = 0; i < threads; ++i) {
+      threads_.emplace_back([this] { Loop(); });
+      pthread_setname_np(threads_.back().native_handle(),
+                         name.substr(0, 15).c_str());
+    }
   }
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;

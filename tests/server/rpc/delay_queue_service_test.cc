@@ -1,0 +1,287 @@
+// DelayQueueService over real gRPC on loopback, in process, so that the store
+// under it can stall: a write that hangs in the store (a RocksDB write stall,
+// a key lock held through a slow fsync) must never hold one of gRPC's
+// callback threads, so every other rpc keeps answering.
+#include "server/rpc/delay_queue_service.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "delayd/proto_time.h"
+#include "delayd/v1/delayd.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
+#include "server/core/job_service.h"
+#include "server/jobs/limits.h"
+#include "server/metrics/rpc_metrics.h"
+#include "server/timer/clock.h"
+#include "storage/in_memory_job_store.h"
+#include "tests/support/poll.h"
+#include "tests/support/rpc_deadline.h"
+
+namespace delayd::server {
+namespace {
+
+using ::delayd::testing::PollUntil;
+using ::delayd::testing::SetDeadline;
+
+constexpr char kStalled[] = "stalled";
+constexpr absl::Duration kWait = absl::Seconds(10);
+
+// Passes everything through to an InMemoryJobStore, except that while armed
+// an Apply that writes topic kStalled blocks until Release().
+class StallingStore final : public storage::JobStore {
+ public:
+  void Stall() {
+    absl::MutexLock lock(&mu_);
+    stalling_ = true;
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    stalling_ = false;
+  }
+  int stalled() {
+    absl::MutexLock lock(&mu_);
+    return stalled_;
+  }
+
+  absl::Status Apply(std::span<const storage::Mutation> mutations,
+                     storage::Durability durability) override {
+    bool stall = false;
+    for (const storage::Mutation& m : mutations) {
+      stall = stall || m.topic() == kStalled;
+    }
+    if (stall) {
+      absl::MutexLock lock(&mu_);
+      ++stalled_;
+      mu_.Await(absl::Condition(
+          +[](bool* stalling) { return !*stalling; }, &stalling_));
+      --stalled_;
+    }
+    return target_.Apply(mutations, durability);
+  }
+  absl::StatusOr<std::optional<storage::JobRecord>> Get(
+      std::string_view topic, std::string_view id) const override {
+    return target_.Get(topic, id);
+  }
+  absl::StatusOr<std::vector<std::optional<storage::JobRecord>>> MultiGet(
+      std::span<const storage::JobKeyView> keys) const override {
+    return target_.MultiGet(keys);
+  }
+  absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
+                       DueVisitor visitor) const override {
+    return target_.ScanDue(from_ms, to_ms, visitor);
+  }
+  absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
+                          DueVisitor visitor) const override {
+    return target_.ScanExpiry(from_ms, to_ms, visitor);
+  }
+  absl::Status ScanJobs(std::string_view topic, std::string_view id_prefix,
+                        std::string_view start_after_id,
+                        JobVisitor visitor) const override {
+    return target_.ScanJobs(topic, id_prefix, start_after_id, visitor);
+  }
+  absl::Status ScanTopics(TopicVisitor visitor) const override {
+    return target_.ScanTopics(visitor);
+  }
+  absl::Status Resume() override { return target_.Resume(); }
+  storage::StoreStats stats() const override { return target_.stats(); }
+
+ private:
+  storage::InMemoryJobStore target_;
+  absl::Mutex mu_;
+  bool stalling_ ABSL_GUARDED_BY(mu_) = false;
+  int stalled_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+v1::ScheduleRequest ScheduleReq(const std::string& topic, const std::string& id,
+                                absl::Duration delay) {
+  v1::ScheduleRequest req;
+  req.mutable_job()->set_topic(topic);
+  req.mutable_job()->set_id(id);
+  *req.mutable_job()->mutable_delay() = ToProto(delay);
+  return req;
+}
+
+class DelayQueueServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    jobs_ = std::make_unique<JobService>(&store_, &clock_, Limits{});
+    ASSERT_TRUE(jobs_->Recover().ok());
+    jobs_->Start();
+    service_ = std::make_unique<DelayQueueService>(jobs_.get(), &rpc_metrics_);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    service_->StartServing();
+    stub_ = v1::DelayQueue::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                            grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    store_.Release();
+    for (std::thread& t : callers_) t.join();
+    if (server_ != nullptr) server_->Shutdown();
+    service_.reset();
+    jobs_.reset();
+  }
+
+  // Starts `n` Schedule calls on topic kStalled, each on its own thread, and
+  // counts the ones that end OK.
+  void StartStalledSchedules(int n) {
+    for (int i = 0; i < n; ++i) {
+      callers_.emplace_back([this, i] {
+        grpc::ClientContext context;
+        SetDeadline(context, absl::Seconds(60));
+        v1::ScheduleResponse reply;
+        const grpc::Status s = stub_->Schedule(
+            &context,
+            ScheduleReq(kStalled, "s" + std::to_string(i), absl::Hours(1)),
+            &reply);
+        if (s.ok()) ++stalled_ok_;
+      });
+    }
+  }
+
+  // The rpcs that must answer while writes of kStalled hang: reads, writes
+  // of other topics, and a delivery's ack.
+  void ExpectOtherRpcsAnswer() {
+    {
+      grpc::ClientContext context;
+      SetDeadline(context, kWait);
+      v1::ScheduleResponse reply;
+      EXPECT_TRUE(stub_
+                      ->Schedule(&context,
+                                 ScheduleReq("free", "later", absl::Hours(1)),
+                                 &reply)
+                      .ok());
+    }
+    {
+      grpc::ClientContext context;
+      SetDeadline(context, kWait);
+      v1::GetJobRequest req;
+      req.mutable_key()->set_topic("free");
+      req.mutable_key()->set_id("later");
+      v1::Job reply;
+      const grpc::Status s = stub_->GetJob(&context, req, &reply);
+      EXPECT_TRUE(s.ok()) << s.error_message();
+    }
+    {
+      grpc::ClientContext context;
+      SetDeadline(context, kWait);
+      v1::ListJobsRequest req;
+      req.set_topic("free");
+      v1::ListJobsResponse reply;
+      EXPECT_TRUE(stub_->ListJobs(&context, req, &reply).ok());
+    }
+    {
+      grpc::ClientContext context;
+      SetDeadline(context, kWait);
+      v1::GetStatsResponse reply;
+      EXPECT_TRUE(
+          stub_->GetStats(&context, v1::GetStatsRequest(), &reply).ok());
+    }
+    // A job of another topic is delivered and acked.
+    {
+      grpc::ClientContext context;
+      SetDeadline(context, kWait);
+      v1::ScheduleResponse reply;
+      ASSERT_TRUE(
+          stub_
+              ->Schedule(&context,
+                         ScheduleReq("free", "now", absl::ZeroDuration()),
+                         &reply)
+              .ok());
+    }
+    grpc::ClientContext stream_context;
+    SetDeadline(stream_context, kWait);
+    v1::SubscribeRequest sub;
+    sub.set_topic("free");
+    std::unique_ptr<grpc::ClientReader<v1::Delivery>> stream =
+        stub_->Subscribe(&stream_context, sub);
+    v1::Delivery delivery;
+    ASSERT_TRUE(stream->Read(&delivery));
+    EXPECT_EQ(delivery.job().id(), "now");
+    grpc::ClientContext ack_context;
+    SetDeadline(ack_context, kWait);
+    v1::AckRequest ack;
+    ack.add_ack_tokens(delivery.ack_token());
+    v1::AckResponse ack_reply;
+    const grpc::Status acked = stub_->Ack(&ack_context, ack, &ack_reply);
+    EXPECT_TRUE(acked.ok()) << acked.error_message();
+    ASSERT_EQ(ack_reply.results_size(), 1);
+    EXPECT_EQ(ack_reply.results(0).code(), 0) << ack_reply.results(0).message();
+    stream_context.TryCancel();
+  }
+
+  StallingStore store_;
+  timer::SystemClock clock_;
+  prometheus::Registry registry_;
+  RpcMetrics rpc_metrics_{registry_};
+  std::unique_ptr<JobService> jobs_;
+  std::unique_ptr<DelayQueueService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::DelayQueue::Stub> stub_;
+  std::vector<std::thread> callers_;
+  std::atomic<int> stalled_ok_{0};
+};
+
+// A few stalled writes: each waits on a worker, not on a gRPC thread.
+TEST_F(DelayQueueServiceTest, StalledWritesLeaveOtherRpcsAnswering) {
+  store_.Stall();
+  StartStalledSchedules(8);
+  ASSERT_TRUE(PollUntil([&] { return store_.stalled() == 8; }, kWait))
+      << store_.stalled() << " of 8 stalled writes reached the store";
+  ExpectOtherRpcsAnswer();
+  store_.Release();
+  for (std::thread& t : callers_) t.join();
+  callers_.clear();
+  EXPECT_EQ(stalled_ok_, 8);
+}
+
+// More stalled writes than write workers: the writes queue, and reads and
+// acks, which have workers of their own, still answer.
+TEST_F(DelayQueueServiceTest, ReadsAndAcksAnswerWhenEveryWriterIsStalled) {
+  store_.Stall();
+  StartStalledSchedules(40);
+  ASSERT_TRUE(PollUntil([&] { return store_.stalled() >= 8; }, kWait))
+      << store_.stalled() << " stalled writes reached the store";
+  {
+    grpc::ClientContext context;
+    SetDeadline(context, kWait);
+    v1::GetStatsResponse reply;
+    const grpc::Status s =
+        stub_->GetStats(&context, v1::GetStatsRequest(), &reply);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  {
+    grpc::ClientContext context;
+    SetDeadline(context, kWait);
+    v1::GetJobRequest req;
+    req.mutable_key()->set_topic(kStalled);
+    req.mutable_key()->set_id("s0");
+    v1::Job reply;
+    const grpc::Status s = stub_->GetJob(&context, req, &reply);
+    // Not written yet: its write is stalled.
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  }
+  store_.Release();
+  for (std::thread& t : callers_) t.join();
+  callers_.clear();
+  EXPECT_EQ(stalled_ok_, 40);
+}
+
+}  // namespace
+}  // namespace delayd::server
