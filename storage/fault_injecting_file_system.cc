@@ -27,10 +27,16 @@ class FaultInjectingWalFile : public rocksdb::FSWritableFileOwnerWrapper {
                            const rocksdb::IOOptions& options,
                            rocksdb::IODebugContext* dbg) override {
     const Action action = fs_->OnAppend();
-    if (action == Action::kPass) return target()->Append(data, options, dbg);
+    if (action == Action::kPass) {
+      rocksdb::IOStatus s = target()->Append(data, options, dbg);
+      if (s.ok()) fs_->CountAppended(data.size());
+      return s;
+    }
     if (action == Action::kTear) {
       const rocksdb::Slice half(data.data(), data.size() / 2);
-      target()->Append(half, options, dbg).PermitUncheckedError();
+      if (target()->Append(half, options, dbg).ok()) {
+        fs_->CountAppended(half.size());
+      }
       target()->Flush(options, dbg).PermitUncheckedError();
     }
     return Injected(action);
@@ -82,6 +88,16 @@ void FaultInjectingFileSystem::Disarm() {
 int FaultInjectingFileSystem::faults_injected() const {
   absl::MutexLock lock(&mu_);
   return faults_injected_;
+}
+
+uint64_t FaultInjectingFileSystem::wal_bytes_appended() const {
+  absl::MutexLock lock(&mu_);
+  return wal_bytes_appended_;
+}
+
+void FaultInjectingFileSystem::CountAppended(uint64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  wal_bytes_appended_ += bytes;
 }
 
 FaultInjectingFileSystem::Action FaultInjectingFileSystem::OnAppend() {

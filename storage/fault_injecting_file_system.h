@@ -12,6 +12,7 @@
 #ifndef DELAYD_STORAGE_FAULT_INJECTING_FILE_SYSTEM_H_
 #define DELAYD_STORAGE_FAULT_INJECTING_FILE_SYSTEM_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -42,6 +43,13 @@ class FaultInjectingFileSystem : public rocksdb::FileSystemWrapper {
   void Disarm() ABSL_LOCKS_EXCLUDED(mu_);
   // Faults injected so far (the first one and every later refused call).
   int faults_injected() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Bytes that reached WAL files through this file system so far, torn
+  // halves included. Unlike the files' sizes, it does not change when
+  // RocksDB switches to a new WAL file or deletes an obsolete one in the
+  // background.
+  uint64_t wal_bytes_appended() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Called by the WAL file wrapper for each append that reached the file.
+  void CountAppended(uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
 
   const char* Name() const override { return "DelaydFaultInjectingFileSystem"; }
   rocksdb::IOStatus NewWritableFile(
@@ -76,6 +84,7 @@ class FaultInjectingFileSystem : public rocksdb::FileSystemWrapper {
   int appends_to_skip_ ABSL_GUARDED_BY(mu_) = 0;
   bool sync_fault_pending_ ABSL_GUARDED_BY(mu_) = false;
   int faults_injected_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t wal_bytes_appended_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // An Env that uses `fs` for files and Env::Default() for everything else.
