@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,12 +64,26 @@ namespace {
 
 constexpr absl::string_view kEnvPrefix = "DELAYD_";
 
-// One of delayd's flags as --help lists it: its value's form and its range
-// ("" when the type says it all).
+// The range of a duration or size flag: [min, max], and 0 too when
+// `zero_off` (0 turning the feature off). Every such flag has one, finite, so
+// that arithmetic on times and sizes stays in range; checked at start,
+// listed by --help.
+struct DurationRange {
+  absl::Duration min;
+  absl::Duration max;
+  bool zero_off = false;
+};
+struct SizeRange {
+  uint32_t min;
+  uint32_t max;
+};
+
+// One of delayd's flags as --help lists it: its value's form and range.
 struct FlagDoc {
   absl::string_view name;
   absl::string_view value_name;
-  absl::string_view range;
+  std::optional<DurationRange> duration = std::nullopt;
+  std::optional<SizeRange> size = std::nullopt;
 };
 
 // delayd's flags by purpose, in --help's order. Every ABSL_FLAG above is
@@ -79,27 +94,66 @@ struct FlagGroup {
 };
 
 const std::vector<FlagGroup>& FlagGroups() {
+  constexpr uint32_t kMiB = 1 << 20;
   static const auto* const groups = new std::vector<FlagGroup>{
-      {"Configuration", {{"config", "PATH", ""}}},
-      {"Network",
-       {{"listen", "HOST:PORT", ""}, {"metrics_listen", "HOST:PORT", ""}}},
+      {"Configuration", {{"config", "PATH"}}},
+      {"Network", {{"listen", "HOST:PORT"}, {"metrics_listen", "HOST:PORT"}}},
       {"Storage",
-       {{"data_dir", "DIR", ""},
-        {"sync", "always|none", ""},
-        {"retention", "DURATION", "0 (off) to 8760h"}}},
+       {{"data_dir", "DIR"},
+        {"sync", "always|none"},
+        {"retention", "DURATION",
+         DurationRange{absl::ZeroDuration(), Retention::kMax, true}}}},
       {"Timing",
-       {{"memory_horizon", "DURATION", "0 (off), or at least 1s"},
-        {"shutdown_grace", "DURATION", "at least 0"}}},
+       {{"memory_horizon", "DURATION",
+         DurationRange{absl::Seconds(1), absl::Hours(24 * 365), true}},
+        {"shutdown_grace", "DURATION",
+         DurationRange{absl::ZeroDuration(), absl::Hours(1)}}}},
       {"Limits on requests",
-       {{"max_topic_bytes", "N", "at least 1"},
-        {"max_id_bytes", "N", ""},
-        {"max_payload_bytes", "N", ""},
-        {"max_schedule_ahead", "DURATION", "more than 0"},
-        {"max_batch", "N", "at least 1"},
-        {"max_in_flight", "N", "at least 1"},
-        {"max_page_size", "N", "at least 1"}}},
+       {{"max_topic_bytes", "N", std::nullopt, SizeRange{1, 4096}},
+        {"max_id_bytes", "N", std::nullopt, SizeRange{0, 4096}},
+        {"max_payload_bytes", "N", std::nullopt, SizeRange{0, 16 * kMiB}},
+        {"max_schedule_ahead", "DURATION",
+         DurationRange{absl::Seconds(1), absl::Hours(24 * 36525)}},
+        {"max_batch", "N", std::nullopt, SizeRange{1, 100'000}},
+        {"max_in_flight", "N", std::nullopt, SizeRange{1, 1'000'000}},
+        {"max_page_size", "N", std::nullopt, SizeRange{1, 100'000}}}},
   };
   return *groups;
+}
+
+// "0 (off) or between 1s and 8760h", "between 1 and 4096"; "" without a
+// range.
+std::string RangeText(const FlagDoc& doc) {
+  if (doc.size)
+    return absl::StrCat("between ", doc.size->min, " and ", doc.size->max);
+  if (!doc.duration) return "";
+  const DurationRange& r = *doc.duration;
+  if (r.min == absl::ZeroDuration()) {
+    return absl::StrCat("between 0", r.zero_off ? " (off)" : "", " and ",
+                        absl::FormatDuration(r.max));
+  }
+  return absl::StrCat(r.zero_off ? "0 (off) or " : "", "between ",
+                      absl::FormatDuration(r.min), " and ",
+                      absl::FormatDuration(r.max));
+}
+
+// The flag's current value is outside its range: the error naming both.
+absl::Status CheckRange(const FlagDoc& doc) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(doc.name);
+  bool in_range = true;
+  if (doc.size) {
+    const uint32_t v = flag->TryGet<uint32_t>().value_or(0);
+    in_range = v >= doc.size->min && v <= doc.size->max;
+  } else if (doc.duration) {
+    const absl::Duration v =
+        flag->TryGet<absl::Duration>().value_or(absl::InfiniteDuration());
+    in_range = (doc.duration->zero_off && v == absl::ZeroDuration()) ||
+               (v >= doc.duration->min && v <= doc.duration->max);
+  }
+  if (in_range) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", doc.name, ": must be ",
+                                                 RangeText(doc), ", got ",
+                                                 flag->CurrentValue()));
 }
 
 // The flag of delayd's named `name` ('_' form), or nullptr.
@@ -265,7 +319,9 @@ std::string HelpText() {
       std::string line =
           absl::StrCat("--", Dashed(doc.name), "=", doc.value_name,
                        "  (default: ", fallback.empty() ? "none" : fallback);
-      if (!doc.range.empty()) absl::StrAppend(&line, "; range: ", doc.range);
+      if (doc.duration || doc.size) {
+        absl::StrAppend(&line, "; range: ", RangeText(doc));
+      }
       absl::StrAppend(&out, Wrap(absl::StrCat(line, ")"), "  "),
                       Wrap(flag->Help(), "      "));
     }
@@ -304,6 +360,11 @@ absl::StatusOr<Config> ConfigFromSettings(
           absl::StrCat("--", name, ": cannot read '", value, "': ", error));
     }
   }
+  for (const FlagGroup& group : FlagGroups()) {
+    for (const FlagDoc& doc : group.flags) {
+      if (absl::Status range = CheckRange(doc); !range.ok()) return range;
+    }
+  }
   Config config;
   config.listen = absl::GetFlag(FLAGS_listen);
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -319,18 +380,6 @@ absl::StatusOr<Config> ConfigFromSettings(
   limits.max_batch = absl::GetFlag(FLAGS_max_batch);
   limits.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
   limits.max_page_size = absl::GetFlag(FLAGS_max_page_size);
-  for (const auto& [flag, value] :
-       {std::pair{"--max_topic_bytes", limits.max_topic_bytes},
-        std::pair{"--max_batch", limits.max_batch},
-        std::pair{"--max_in_flight", size_t{limits.max_in_flight}},
-        std::pair{"--max_page_size", size_t{limits.max_page_size}}}) {
-    if (value == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, ": must be >= 1"));
-    }
-  }
-  if (limits.max_schedule_ahead <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--max_schedule_ahead: must be > 0");
-  }
   if (limits.default_in_flight > limits.max_in_flight) {
     limits.default_in_flight = limits.max_in_flight;
   }
@@ -345,22 +394,6 @@ absl::StatusOr<Config> ConfigFromSettings(
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("--sync: must be 'always' or 'none', got '", sync, "'"));
-  }
-  if (config.shutdown_grace < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--shutdown_grace: must be >= 0");
-  }
-  if (config.memory_horizon != absl::ZeroDuration() &&
-      config.memory_horizon < absl::Seconds(1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--memory_horizon: must be 0 (off) or at least 1s, got ",
-                     absl::FormatDuration(config.memory_horizon)));
-  }
-  if (config.retention < absl::ZeroDuration() ||
-      config.retention > Retention::kMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--retention: must be between 0 (off) and ",
-                     absl::FormatDuration(Retention::kMax), " (365 days), got ",
-                     absl::FormatDuration(config.retention)));
   }
   return config;
 }
