@@ -1,19 +1,20 @@
 #include "server/config.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "server/jobs/retention.h"
 
@@ -62,6 +63,149 @@ namespace delayd::server {
 namespace {
 
 constexpr absl::string_view kEnvPrefix = "DELAYD_";
+
+// The range of a duration or size flag: [min, max], and 0 too when
+// `zero_off` (0 turning the feature off). Every such flag has one, finite, so
+// that arithmetic on times and sizes stays in range; checked at start,
+// listed by --help.
+struct DurationRange {
+  absl::Duration min;
+  absl::Duration max;
+  bool zero_off = false;
+};
+struct SizeRange {
+  uint32_t min;
+  uint32_t max;
+};
+
+// One of delayd's flags as --help lists it: its value's form and range.
+struct FlagDoc {
+  absl::string_view name;
+  absl::string_view value_name;
+  std::optional<DurationRange> duration = std::nullopt;
+  std::optional<SizeRange> size = std::nullopt;
+};
+
+// delayd's flags by purpose, in --help's order. Every ABSL_FLAG above is
+// here, and only these can be set (not Abseil's own, such as --flagfile).
+struct FlagGroup {
+  absl::string_view title;
+  std::vector<FlagDoc> flags;
+};
+
+const std::vector<FlagGroup>& FlagGroups() {
+  constexpr uint32_t kMiB = 1 << 20;
+  static const auto* const groups = new std::vector<FlagGroup>{
+      {"Configuration", {{"config", "PATH"}}},
+      {"Network", {{"listen", "HOST:PORT"}, {"metrics_listen", "HOST:PORT"}}},
+      {"Storage",
+       {{"data_dir", "DIR"},
+        {"sync", "always|none"},
+        {"retention", "DURATION",
+         DurationRange{absl::ZeroDuration(), Retention::kMax, true}}}},
+      {"Timing",
+       {{"memory_horizon", "DURATION",
+         DurationRange{absl::Seconds(1), absl::Hours(24 * 365), true}},
+        {"shutdown_grace", "DURATION",
+         DurationRange{absl::ZeroDuration(), absl::Hours(1)}}}},
+      {"Limits on requests",
+       {{"max_topic_bytes", "N", std::nullopt, SizeRange{1, 4096}},
+        {"max_id_bytes", "N", std::nullopt, SizeRange{0, 4096}},
+        {"max_payload_bytes", "N", std::nullopt, SizeRange{0, 16 * kMiB}},
+        {"max_schedule_ahead", "DURATION",
+         DurationRange{absl::Seconds(1), absl::Hours(24 * 36525)}},
+        {"max_batch", "N", std::nullopt, SizeRange{1, 100'000}},
+        {"max_in_flight", "N", std::nullopt, SizeRange{1, 1'000'000}},
+        {"max_page_size", "N", std::nullopt, SizeRange{1, 100'000}}}},
+  };
+  return *groups;
+}
+
+// "0 (off) or between 1s and 8760h", "between 1 and 4096"; "" without a
+// range.
+std::string RangeText(const FlagDoc& doc) {
+  if (doc.size)
+    return absl::StrCat("between ", doc.size->min, " and ", doc.size->max);
+  if (!doc.duration) return "";
+  const DurationRange& r = *doc.duration;
+  if (r.min == absl::ZeroDuration()) {
+    return absl::StrCat("between 0", r.zero_off ? " (off)" : "", " and ",
+                        absl::FormatDuration(r.max));
+  }
+  return absl::StrCat(r.zero_off ? "0 (off) or " : "", "between ",
+                      absl::FormatDuration(r.min), " and ",
+                      absl::FormatDuration(r.max));
+}
+
+// The flag's current value is outside its range: the error naming both.
+absl::Status CheckRange(const FlagDoc& doc) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(doc.name);
+  bool in_range = true;
+  if (doc.size) {
+    const uint32_t v = flag->TryGet<uint32_t>().value_or(0);
+    in_range = v >= doc.size->min && v <= doc.size->max;
+  } else if (doc.duration) {
+    const absl::Duration v =
+        flag->TryGet<absl::Duration>().value_or(absl::InfiniteDuration());
+    in_range = (doc.duration->zero_off && v == absl::ZeroDuration()) ||
+               (v >= doc.duration->min && v <= doc.duration->max);
+  }
+  if (in_range) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", doc.name, ": must be ",
+                                                 RangeText(doc), ", got ",
+                                                 flag->CurrentValue()));
+}
+
+// The flag of delayd's named `name` ('_' form), or nullptr.
+absl::CommandLineFlag* FindDelaydFlag(absl::string_view name) {
+  for (const FlagGroup& group : FlagGroups()) {
+    for (const FlagDoc& doc : group.flags) {
+      if (doc.name == name) return absl::FindCommandLineFlag(name);
+    }
+  }
+  return nullptr;
+}
+
+// `text` as lines of at most 79 columns, each starting with `indent`.
+std::string Wrap(absl::string_view text, absl::string_view indent) {
+  std::string out;
+  std::string line(indent);
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (line.size() > indent.size() && line.size() + 1 + word.size() > 79) {
+      absl::StrAppend(&out, line, "\n");
+      line = std::string(indent);
+    }
+    if (line.size() > indent.size()) line += ' ';
+    absl::StrAppend(&line, word);
+  }
+  if (line.size() > indent.size()) absl::StrAppend(&out, line, "\n");
+  return out;
+}
+
+// "data_dir" -> "data-dir": flag names as the docs spell them.
+std::string Dashed(absl::string_view name) {
+  std::string out(name);
+  for (char& c : out) {
+    if (c == '_') c = '-';
+  }
+  return out;
+}
+
+// `args` asks for help (-h, --help, or Abseil's --helpfull and kin) or for
+// the version; the flags after "--" do not count.
+enum class Request { kRun, kHelp, kVersion };
+Request Requested(const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    if (arg == "-h") return Request::kHelp;
+    absl::string_view name = arg;
+    if (!absl::ConsumePrefix(&name, "--")) continue;
+    name = name.substr(0, name.find('='));
+    if (name == "version") return Request::kVersion;
+    if (absl::StartsWith(name, "help")) return Request::kHelp;
+  }
+  return Request::kRun;
+}
 
 // "--data-dir=x" -> "--data_dir=x"; other arguments unchanged.
 std::string NormalizeFlag(absl::string_view arg) {
@@ -118,7 +262,7 @@ absl::StatusOr<std::vector<std::string>> MergeSettings(
       continue;
     }
     // Other programs' variables may share the prefix: only flags count.
-    if (absl::FindCommandLineFlag(name) == nullptr) {
+    if (FindDelaydFlag(name) == nullptr) {
       std::fprintf(stderr, "delayd: ignoring %s: no flag --%s\n",
                    entry.substr(0, eq).c_str(), name.c_str());
       continue;
@@ -146,31 +290,81 @@ absl::StatusOr<std::vector<std::string>> MergeSettings(
   return merged;
 }
 
-absl::StatusOr<Config> ParseConfig(int argc, char** argv) {
-  // --help lists delayd's own flags (those defined in this file).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "server/config.cc");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
-  absl::SetProgramUsageMessage(
-      "a delay-job service.\n"
-      "Settings come from, lowest precedence first: a config file "
-      "(--config=PATH or DELAYD_CONFIG; `name = value` lines), DELAYD_<NAME> "
-      "environment variables (e.g. DELAYD_DATA_DIR), the command line. Flag "
-      "names take '-' or '_' alike (--data-dir = --data_dir).");
-  std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    env.emplace_back(*e);
-  }
-  absl::StatusOr<std::vector<std::string>> merged =
-      MergeSettings(std::vector<std::string>(argv + 1, argv + argc), env);
-  if (!merged.ok()) return merged.status();
-  std::vector<char*> cargs = {argv[0]};
-  for (std::string& a : *merged) cargs.push_back(a.data());
-  absl::ParseCommandLine(static_cast<int>(cargs.size()), cargs.data());
+std::string Version() {
+  const absl::string_view commit = DELAYD_GIT_COMMIT;
+  return commit.empty()
+             ? DELAYD_VERSION
+             : absl::StrCat(DELAYD_VERSION, " (commit ", commit, ")");
+}
 
+std::string HelpText() {
+  std::string out = absl::StrCat(
+      "delayd ", Version(),
+      ": a delay-job service.\n\nusage: delayd [--flag=value ...]\n"
+      "       delayd --help | --version\n\n");
+  absl::StrAppend(
+      &out,
+      Wrap("Settings come from, lowest precedence first: built-in defaults, "
+           "a config file (--config=PATH or DELAYD_CONFIG; `name = value` "
+           "lines), DELAYD_<NAME> environment variables (e.g. "
+           "DELAYD_DATA_DIR), the command line. Flag names take '-' or '_' "
+           "alike (--data-dir = --data_dir). Durations are like 1500ms, 90s, "
+           "1h30m.",
+           ""));
+  for (const FlagGroup& group : FlagGroups()) {
+    absl::StrAppend(&out, "\n", group.title, ":\n");
+    for (const FlagDoc& doc : group.flags) {
+      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(doc.name);
+      const std::string fallback = flag->DefaultValue();
+      std::string line =
+          absl::StrCat("--", Dashed(doc.name), "=", doc.value_name,
+                       "  (default: ", fallback.empty() ? "none" : fallback);
+      if (doc.duration || doc.size) {
+        absl::StrAppend(&line, "; range: ", RangeText(doc));
+      }
+      absl::StrAppend(&out, Wrap(absl::StrCat(line, ")"), "  "),
+                      Wrap(flag->Help(), "      "));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Config> ConfigFromSettings(
+    const std::vector<std::string>& settings) {
+  for (size_t i = 0; i < settings.size(); ++i) {
+    absl::string_view arg = settings[i];
+    if (!absl::ConsumePrefix(&arg, "--") || arg.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument '", settings[i],
+                       "': delayd takes flags only (see delayd --help)"));
+    }
+    const size_t eq = arg.find('=');
+    const std::string name(arg.substr(0, eq));
+    absl::CommandLineFlag* flag = FindDelaydFlag(name);
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", name, " (see delayd --help)"));
+    }
+    std::string value;
+    if (eq != absl::string_view::npos) {
+      value = std::string(arg.substr(eq + 1));
+    } else if (i + 1 < settings.size()) {
+      value = settings[++i];  // --name value
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": needs a value"));
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": cannot read '", value, "': ", error));
+    }
+  }
+  for (const FlagGroup& group : FlagGroups()) {
+    for (const FlagDoc& doc : group.flags) {
+      if (absl::Status range = CheckRange(doc); !range.ok()) return range;
+    }
+  }
   Config config;
   config.listen = absl::GetFlag(FLAGS_listen);
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -186,18 +380,6 @@ absl::StatusOr<Config> ParseConfig(int argc, char** argv) {
   limits.max_batch = absl::GetFlag(FLAGS_max_batch);
   limits.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
   limits.max_page_size = absl::GetFlag(FLAGS_max_page_size);
-  for (const auto& [flag, value] :
-       {std::pair{"--max_topic_bytes", limits.max_topic_bytes},
-        std::pair{"--max_batch", limits.max_batch},
-        std::pair{"--max_in_flight", size_t{limits.max_in_flight}},
-        std::pair{"--max_page_size", size_t{limits.max_page_size}}}) {
-    if (value == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, ": must be >= 1"));
-    }
-  }
-  if (limits.max_schedule_ahead <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--max_schedule_ahead: must be > 0");
-  }
   if (limits.default_in_flight > limits.max_in_flight) {
     limits.default_in_flight = limits.max_in_flight;
   }
@@ -213,23 +395,28 @@ absl::StatusOr<Config> ParseConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(
         absl::StrCat("--sync: must be 'always' or 'none', got '", sync, "'"));
   }
-  if (config.shutdown_grace < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--shutdown_grace: must be >= 0");
-  }
-  if (config.memory_horizon != absl::ZeroDuration() &&
-      config.memory_horizon < absl::Seconds(1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--memory_horizon: must be 0 (off) or at least 1s, got ",
-                     absl::FormatDuration(config.memory_horizon)));
-  }
-  if (config.retention < absl::ZeroDuration() ||
-      config.retention > Retention::kMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--retention: must be between 0 (off) and ",
-                     absl::FormatDuration(Retention::kMax), " (365 days), got ",
-                     absl::FormatDuration(config.retention)));
-  }
   return config;
+}
+
+absl::StatusOr<Config> ParseConfig(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  switch (Requested(args)) {
+    case Request::kHelp:
+      std::fputs(HelpText().c_str(), stdout);
+      std::exit(0);
+    case Request::kVersion:
+      std::printf("delayd %s\n", Version().c_str());
+      std::exit(0);
+    case Request::kRun:
+      break;
+  }
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    env.emplace_back(*e);
+  }
+  absl::StatusOr<std::vector<std::string>> merged = MergeSettings(args, env);
+  if (!merged.ok()) return merged.status();
+  return ConfigFromSettings(*merged);
 }
 
 }  // namespace delayd::server

@@ -42,9 +42,24 @@ struct Config {
 };
 
 // Parses argv (after applying the config file and DELAYD_* variables from
-// `environ`). Prints usage and exits on --help; returns INVALID_ARGUMENT for
-// a bad flag value, naming the flag.
+// `environ`). On --help (or -h, --helpfull...) prints HelpText(), on
+// --version "delayd " + Version(), to stdout, and exits 0. Returns
+// INVALID_ARGUMENT for an unknown flag, a bad or out-of-range value, naming
+// the flag.
 absl::StatusOr<Config> ParseConfig(int argc, char** argv);
+
+// Sets delayd's flags from `settings` (MergeSettings' output: "--name=value"
+// or "--name" "value", '_' in names), then reads and checks them all. Sets
+// the process's flags: tests keep them with absl::FlagSaver.
+absl::StatusOr<Config> ConfigFromSettings(
+    const std::vector<std::string>& settings);
+
+// "0.1.0", with " (commit <12 hex digits>)" when the build knew its git
+// commit.
+std::string Version();
+
+// --help: the flags grouped by purpose, each with its default and range.
+std::string HelpText();
 
 // The arguments ParseConfig hands to the flag parser, in precedence order:
 // the config file's settings, then one per DELAYD_NAME variable of `env`

@@ -1,6 +1,7 @@
 // delayd: serves the DelayQueue API until SIGTERM or SIGINT, then drains and
 // exits 0. Exit 1: bad configuration or a failed start (the reason is on
-// stderr). Once serving, it prints one line that tools and tests read:
+// stderr). --help and --version print to stdout and exit 0. Once serving, it
+// prints one line that tools and tests read:
 //   delayd: listening grpc=HOST:PORT metrics=HOST:PORT
 #include <pthread.h>
 #include <signal.h>

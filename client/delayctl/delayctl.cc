@@ -23,6 +23,7 @@ std::vector<FlagSpec> GlobalFlags() {
       {"json", "",
        "print the API's reply messages as proto3 JSON, one per line"},
       {"help", "", "show help (also -h)"},
+      {"version", "", "print delayctl's version"},
   };
 }
 
@@ -57,6 +58,15 @@ std::string MainHelp(const std::vector<Command>& commands) {
       "  3  server unreachable within --timeout, or UNAVAILABLE\n");
 }
 
+// "delayctl 0.1.0 (commit <12 hex digits>)", the commit when the build knew
+// it.
+std::string VersionLine() {
+  const absl::string_view commit = DELAYD_GIT_COMMIT;
+  return commit.empty() ? absl::StrCat("delayctl ", DELAYD_VERSION, "\n")
+                        : absl::StrCat("delayctl ", DELAYD_VERSION, " (commit ",
+                                       commit, ")\n");
+}
+
 int Fail(const Io& io, int code, absl::string_view message) {
   *io.err << "delayctl: " << message << "\n";
   return code;
@@ -77,6 +87,10 @@ int Run(const std::vector<std::string>& args, const Io& io) {
   CommandSpec none;
   absl::StatusOr<Args> head = Parse(none, global, args, true);
   if (!head.ok()) return Fail(io, kExitUsage, head.status().message());
+  if (head->Has("version")) {
+    *io.out << VersionLine();
+    return kExitOk;
+  }
   if (head->consumed() >= args.size()) {
     if (head->help()) {
       *io.out << MainHelp(commands);
@@ -102,6 +116,10 @@ int Run(const std::vector<std::string>& args, const Io& io) {
                                 args.end());
   absl::StatusOr<Args> parsed = Parse(command->spec, global, rest);
   if (!parsed.ok()) return Fail(io, kExitUsage, parsed.status().message());
+  if (parsed->Has("version")) {
+    *io.out << VersionLine();
+    return kExitOk;
+  }
   if (parsed->help() || head->help()) {
     *io.out << HelpText(command->spec, global);
     return kExitOk;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "server/base/log.h"
+#include "server/base/saturating.h"
 #include "server/jobs/job_key.h"
 
 namespace delayd::server {
@@ -14,7 +15,8 @@ void HorizonLoader::SetHorizon(absl::Duration horizon) {
 }
 
 int64_t HorizonLoader::HorizonEnd(int64_t now_ms) const {
-  return horizon_ms_ > 0 ? now_ms + horizon_ms_ : JobTimers::kNoHorizon;
+  return horizon_ms_ > 0 ? SaturatingAdd(now_ms, horizon_ms_)
+                         : JobTimers::kNoHorizon;
 }
 
 void HorizonLoader::Start() {
@@ -59,14 +61,14 @@ void HorizonLoader::Loop() {
 
 void HorizonLoader::AdvanceHorizon() {
   const int64_t old_end = timers_->horizon();
-  const int64_t new_end = clock_->NowMs() + horizon_ms_;
+  const int64_t new_end = SaturatingAdd(clock_->NowMs(), horizon_ms_);
   // A wall clock that stepped back leaves the horizon where it is: more
   // jobs than needed have timers, none too few.
   if (new_end <= old_end) return;
   timers_->SetHorizon(new_end);
   std::vector<JobTimers::Entry> entries;
   absl::Status scan = store_->ScanDue(
-      old_end + 1, new_end + 1,
+      SaturatingAdd(old_end, 1), SaturatingAdd(new_end, 1),
       [&](int64_t due_ms, std::string_view std_topic, std::string_view std_id) {
         const absl::string_view topic = AsAbsl(std_topic);
         const absl::string_view id = AsAbsl(std_id);

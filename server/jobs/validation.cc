@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "delayd/proto_time.h"
+#include "server/base/saturating.h"
 
 namespace delayd::server {
 namespace {
@@ -141,7 +142,7 @@ absl::StatusOr<int64_t> ResolveWhen(absl::string_view field,
     }
     const int64_t ms = fire_at->seconds() * 1000 +
                        (fire_at->nanos() + 999999) / 1000000;  // round up
-    if (ms > now_ms + max_ahead_ms) {
+    if (ms > SaturatingAdd(now_ms, max_ahead_ms)) {
       return Invalid(
           name,
           absl::StrCat("must be at most ",

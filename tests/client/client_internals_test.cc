@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/ack_batcher.h"
@@ -59,7 +60,7 @@ AckBatcher::SendFn SendTo(FakeAck* fake) {
 TEST(AckBatcherTest, AFullBatchGoesAtOnceAndStopFlushesTheRest) {
   FakeAck fake;
   AckBatcher batcher(SendTo(&fake), nullptr, absl::Hours(1), 3);
-  for (int i = 0; i < 7; ++i) batcher.Add("t" + std::to_string(i));
+  for (int i = 0; i < 7; ++i) batcher.Add(absl::StrCat("t", i));
   ASSERT_TRUE(Eventually([&] { return fake.batches().size() >= 2; }));
   batcher.Stop();
   const auto batches = fake.batches();

@@ -229,8 +229,8 @@ TEST_F(RetentionE2eTest, HelpDocumentsTheFlag) {
   for (size_t n; (n = fread(buf, 1, sizeof(buf), help)) > 0;)
     out.append(buf, n);
   pclose(help);
-  EXPECT_THAT(out, HasSubstr("--retention (how long acked jobs"));
-  EXPECT_THAT(out, HasSubstr("default: 0;"));
+  EXPECT_THAT(out, HasSubstr("--retention=DURATION (default: 0; range: between "
+                             "0 (off) and 8760h)\n      how long acked jobs"));
 }
 
 }  // namespace

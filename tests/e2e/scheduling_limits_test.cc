@@ -428,7 +428,7 @@ TEST_F(RefusalTest, UnknownIfExistsValue) {
 TEST_F(RefusalTest, LabelsAndRetry) {
   v1::JobSpec many = Spec("t", "x");
   for (int i = 0; i < 33; ++i) {
-    (*many.mutable_labels())[absl::StrCat("k", i)] = "v";
+    many.mutable_labels()->insert({absl::StrCat("k", i), "v"});
   }
   ExpectScheduleRefused(many, {"job.labels", "32"});
   v1::JobSpec long_key = Spec("t", "x");

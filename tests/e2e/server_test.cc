@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "delayd/proto_time.h"
@@ -157,7 +158,7 @@ TEST(ServerTest, MemoryHorizonLoadsJobsAsItAdvances) {
   auto refused = DelaydProcess::Start({"--memory-horizon=500ms"});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find(
-                "--memory_horizon: must be 0 (off) or at least 1s"),
+                "--memory_horizon: must be 0 (off) or between 1s and 8760h"),
             std::string::npos)
       << refused.status();
 
@@ -187,6 +188,61 @@ TEST(ServerTest, MemoryHorizonLoadsJobsAsItAdvances) {
   const absl::Time seen = absl::Now();
   EXPECT_EQ(ready(), 1u);
   EXPECT_GE(seen, due);  // never early
+}
+
+// An unbounded duration overflowed the time arithmetic: --memory-horizon=inf
+// armed nothing (no job ever fired), --max-schedule-ahead=inf refused every
+// fire_at. Each is refused at start now, naming the flag and its range.
+TEST(ServerTest, InfiniteDurationFlagsAreRefusedNamingTheFlag) {
+  for (const char* flag : {"memory_horizon", "max_schedule_ahead",
+                           "shutdown_grace", "retention"}) {
+    auto server = DelaydProcess::Start({absl::StrCat("--", flag, "=inf")});
+    ASSERT_FALSE(server.ok()) << flag;
+    EXPECT_NE(
+        server.status().message().find(absl::StrCat("--", flag, ": must be ")),
+        std::string::npos)
+        << server.status();
+    EXPECT_NE(server.status().message().find("got inf"), std::string::npos)
+        << server.status();
+  }
+}
+
+// At the largest memory horizon and schedule-ahead allowed, a job given by
+// delay and one given by fire_at both fire (READY, no subscriber).
+TEST(ServerTest, JobsFireUnderTheLargestHorizonAndScheduleAhead) {
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       DelaydProcess::Start({"--memory-horizon=8760h",
+                                             "--max-schedule-ahead=876600h"}));
+  auto stub = delayd::v1::DelayQueue::NewStub(server->NewChannel());
+  delayd::v1::ScheduleRequest request;
+  request.mutable_job()->set_topic("h");
+  request.mutable_job()->set_id("by-delay");
+  request.mutable_job()->mutable_delay()->set_nanos(300'000'000);
+  delayd::v1::ScheduleResponse response;
+  {
+    grpc::ClientContext context;
+    const grpc::Status status = stub->Schedule(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  request.mutable_job()->set_id("by-fire-at");
+  *request.mutable_job()->mutable_fire_at() =
+      ToProto(absl::Now() + absl::Milliseconds(300));
+  {
+    grpc::ClientContext context;
+    const grpc::Status status = stub->Schedule(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  auto ready = [&] {
+    delayd::v1::GetStatsRequest stats;
+    stats.set_topic("h");
+    delayd::v1::GetStatsResponse reply;
+    grpc::ClientContext context;
+    EXPECT_TRUE(stub->GetStats(&context, stats, &reply).ok());
+    return reply.topics_size() == 1 ? reply.topics(0).ready() : 0;
+  };
+  PollUntil([&] { return ready() == 2; }, absl::Seconds(30),
+            absl::Milliseconds(20));
+  EXPECT_EQ(ready(), 2u) << server->Log();
 }
 
 TEST(ServerTest, ConfigFileAndEnvironmentAreRead) {

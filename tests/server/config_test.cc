@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/server_process.h"
@@ -67,6 +70,119 @@ TEST(ConfigTest, MalformedConfigLineNamesTheLine) {
   auto merged = MergeSettings({"--config=" + path}, {});
   EXPECT_THAT(std::string(merged.status().message()),
               ::testing::HasSubstr("bad.conf:2: expected `name = value`"));
+}
+
+// Every duration and size flag at and around its bounds: a value in range
+// is taken as given, one outside (or unreadable) is refused naming the flag
+// — never accepted. Ranges as documented in --help and docs/design.md.
+struct Case {
+  std::string value;
+  bool accepted;
+};
+
+struct FlagCases {
+  std::string flag;  // '_' form, as errors name it
+  std::vector<Case> cases;
+};
+
+// The boundary values every flag of a kind gets, on top of its own.
+std::vector<Case> DurationExtremes() {
+  return {{"-1s", false},
+          {"-inf", false},
+          {"inf", false},
+          {"9223372036854775807s", false},
+          {"2562047788015215h", false},
+          {"1e300s", false},
+          {"nonsense", false}};
+}
+std::vector<Case> SizeExtremes() {
+  return {{"-1", false},
+          {"4294967296", false},
+          {"9223372036854775807", false},
+          {"18446744073709551616", false},
+          {"inf", false},
+          {"1e300", false}};
+}
+
+std::vector<FlagCases> AllCases() {
+  std::vector<FlagCases> all = {
+      {"memory_horizon",
+       {{"0", true},
+        {"999ms", false},
+        {"1s", true},
+        {"8760h", true},
+        {"8760h1ms", false}}},
+      {"retention", {{"0", true}, {"8760h", true}, {"8760h1ms", false}}},
+      {"shutdown_grace", {{"0", true}, {"1h", true}, {"1h1ms", false}}},
+      {"max_schedule_ahead",
+       {{"0", false},
+        {"999ms", false},
+        {"1s", true},
+        {"876600h", true},
+        {"876600h1ms", false}}},
+      {"max_topic_bytes",
+       {{"0", false}, {"1", true}, {"4096", true}, {"4097", false}}},
+      {"max_id_bytes", {{"0", true}, {"4096", true}, {"4097", false}}},
+      {"max_payload_bytes",
+       {{"0", true}, {"16777216", true}, {"16777217", false}}},
+      {"max_batch",
+       {{"0", false}, {"1", true}, {"100000", true}, {"100001", false}}},
+      {"max_in_flight",
+       {{"0", false}, {"1", true}, {"1000000", true}, {"1000001", false}}},
+      {"max_page_size",
+       {{"0", false}, {"1", true}, {"100000", true}, {"100001", false}}},
+  };
+  for (FlagCases& f : all) {
+    const bool size =
+        absl::StartsWith(f.flag, "max_") && f.flag != "max_schedule_ahead";
+    for (const Case& c : size ? SizeExtremes() : DurationExtremes()) {
+      f.cases.push_back(c);
+    }
+  }
+  return all;
+}
+
+TEST(ConfigTest, EveryDurationAndSizeFlagHasAFiniteCheckedRange) {
+  for (const FlagCases& f : AllCases()) {
+    for (const Case& c : f.cases) {
+      SCOPED_TRACE(absl::StrCat("--", f.flag, "=", c.value));
+      absl::FlagSaver saver;
+      absl::StatusOr<Config> config =
+          ConfigFromSettings({absl::StrCat("--", f.flag, "=", c.value)});
+      if (c.accepted) {
+        EXPECT_TRUE(config.ok()) << config.status();
+        continue;
+      }
+      ASSERT_FALSE(config.ok());
+      EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(std::string(config.status().message()),
+                  ::testing::StartsWith(absl::StrCat("--", f.flag, ": ")));
+    }
+  }
+}
+
+TEST(ConfigTest, ValuesInRangeAreTakenAsGiven) {
+  absl::FlagSaver saver;
+  ASSERT_OK_AND_ASSIGN(
+      Config config,
+      ConfigFromSettings({"--memory_horizon=8760h", "--retention=1s",
+                          "--shutdown_grace=0", "--max_schedule_ahead=1s",
+                          "--max_payload_bytes=16777216", "--max_batch=1"}));
+  EXPECT_EQ(config.memory_horizon, absl::Hours(8760));
+  EXPECT_EQ(config.retention, absl::Seconds(1));
+  EXPECT_EQ(config.shutdown_grace, absl::ZeroDuration());
+  EXPECT_EQ(config.limits.max_schedule_ahead, absl::Seconds(1));
+  EXPECT_EQ(config.limits.max_payload_bytes, 16777216u);
+  EXPECT_EQ(config.limits.max_batch, 1u);
+}
+
+TEST(ConfigTest, OutOfRangeErrorNamesTheRange) {
+  absl::FlagSaver saver;
+  EXPECT_THAT(
+      std::string(
+          ConfigFromSettings({"--memory_horizon=inf"}).status().message()),
+      ::testing::HasSubstr("--memory_horizon: must be 0 (off) or between 1s "
+                           "and 8760h, got inf"));
 }
 
 }  // namespace

@@ -109,3 +109,23 @@ TEST_F(HorizonTest, RecoverCountsEveryJobButArmsOnlyThoseWithinTheHorizon) {
 
 }  // namespace
 }  // namespace delayd::server::testing
+
+namespace delayd::server::testing {
+namespace {
+
+// Config refuses an unbounded --memory-horizon, and the arithmetic saturates
+// anyway: now + an infinite horizon is "every job", not a time in the past
+// (which armed nothing, and no job fired).
+TEST_F(HorizonTest, AnInfiniteHorizonSaturatesAndJobsStillFire) {
+  Restart();
+  service().SetMemoryHorizon(absl::InfiniteDuration());
+  ASSERT_OK(service().Recover());
+  service().Start();
+  EXPECT_GT(service().memory_horizon_ms(), kStartMs + 100 * 365 * 24 * kHour);
+  MustSchedule("t", "a", 30 * kSecond);
+  clock_.SetMs(kStartMs + 30 * kSecond);
+  ASSERT_TRUE(WaitForReady("t", 1));
+}
+
+}  // namespace
+}  // namespace delayd::server::testing
