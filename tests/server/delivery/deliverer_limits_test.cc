@@ -1,0 +1,118 @@
+// Deliverer at the edges of its inputs: Duration fields at and past their
+// limits and past what int64 milliseconds hold (refused, changing nothing),
+// backoff arithmetic at its extremes, and every reply checked for invalid
+// Timestamps and Durations — by the fake clock.
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/delivery/deliverer.h"
+#include "tests/server/delivery/deliverer_test_util.h"
+#include "tests/support/valid_time.h"
+
+namespace delayd::server::testing {
+namespace {
+
+using ::delayd::testing::InvalidTimeFields;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+// The largest Duration protobuf allows: 10,000 years.
+constexpr int64_t kMaxProtoDurationSeconds = 315'576'000'000;
+
+google::protobuf::Duration Dur(int64_t seconds, int32_t nanos) {
+  google::protobuf::Duration d;
+  d.set_seconds(seconds);
+  d.set_nanos(nanos);
+  return d;
+}
+
+// Durations that are no valid extend_by or retry_after: negative, malformed,
+// past the limit, and past what seconds * 1000 holds in an int64.
+std::vector<google::protobuf::Duration> OutOfRange(int64_t max_seconds) {
+  return {
+      Dur(9'223'372'036'854'776, 0),   // * 1000 wraps negative
+      Dur(18'446'744'073'709'552, 0),  // * 1000 wraps to 384 ms
+      Dur(kInt64Max, 0),
+      Dur(kInt64Max, 999'999'999),
+      Dur(kInt64Min, 0),
+      Dur(kInt64Min, -999'999'999),
+      Dur(kMaxProtoDurationSeconds, 999'999'999),
+      Dur(-kMaxProtoDurationSeconds, 0),
+      Dur(-1, 0),
+      Dur(0, -1),
+      Dur(-1, -1),
+      Dur(0, 1'000'000'000),
+      Dur(1, std::numeric_limits<int32_t>::max()),
+      Dur(1, std::numeric_limits<int32_t>::min()),
+      Dur(max_seconds + 1, 0),
+      Dur(max_seconds, 1),  // rounds up past the limit
+  };
+}
+
+TEST_F(DelivererTest, ExtendLeaseRefusesOutOfRangeExtendByAndChangesNothing) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustScheduleWith("t", "a", 0, v1::RetryPolicy());
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  const std::string token = sub.sink->at(0).ack_token();
+  const int64_t deadline = Stored("t", "a")->lease_expires_at_ms();
+  const int64_t max_s = absl::ToInt64Seconds(limits_.max_lease);
+  v1::ExtendLeaseRequest req;
+  req.set_ack_token(token);
+  for (const google::protobuf::Duration& by : OutOfRange(max_s)) {
+    SCOPED_TRACE(by.ShortDebugString());
+    *req.mutable_extend_by() = by;
+    const absl::Status s = service().ExtendLease(req).status();
+    ExpectInvalid(s, "extend_by");
+    EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat(max_s, " s")));
+    EXPECT_EQ(Stored("t", "a")->lease_expires_at_ms(), deadline);
+  }
+  Quiesce();
+  EXPECT_EQ(sub.sink->count(), 1u);  // the lease is intact: no redelivery
+  // The limit itself, and the smallest extension, are fine.
+  for (const google::protobuf::Duration& by :
+       {Dur(max_s, 0), Dur(0, 1), Dur(0, 999'999'999)}) {
+    SCOPED_TRACE(by.ShortDebugString());
+    *req.mutable_extend_by() = by;
+    ASSERT_OK_AND_ASSIGN(v1::ExtendLeaseResponse r, service().ExtendLease(req));
+    EXPECT_THAT(InvalidTimeFields(r), IsEmpty());
+    const int64_t ms = by.seconds() * 1000 + (by.nanos() + 999'999) / 1'000'000;
+    EXPECT_EQ(Ms(r.lease_expires_at()), clock_.NowMs() + ms);
+  }
+  EXPECT_EQ(AckCode(token), absl::StatusCode::kOk);
+}
+
+TEST_F(DelivererTest, NackRefusesOutOfRangeRetryAfterAndChangesNothing) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustSchedule("t", "a", 0);
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  const std::string token = sub.sink->at(0).ack_token();
+  const storage::JobRecord before = *Stored("t", "a");
+  const int64_t max_s = absl::ToInt64Seconds(limits_.max_schedule_ahead);
+  v1::NackRequest req;
+  req.set_ack_token(token);
+  for (const google::protobuf::Duration& after : OutOfRange(max_s)) {
+    SCOPED_TRACE(after.ShortDebugString());
+    *req.mutable_retry_after() = after;
+    const absl::Status s = service().Nack(req).status();
+    ExpectInvalid(s, "retry_after");
+    EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat(max_s, " s")));
+    EXPECT_EQ(Stored("t", "a")->SerializeAsString(),
+              before.SerializeAsString());
+  }
+  *req.mutable_retry_after() = Dur(max_s, 0);
+  ASSERT_OK_AND_ASSIGN(v1::NackResponse r, service().Nack(req));
+  EXPECT_THAT(InvalidTimeFields(r), IsEmpty());
+  EXPECT_EQ(Ms(r.job().fire_at()), clock_.NowMs() + max_s * 1000);
+}
+
+}  // namespace
+}  // namespace delayd::server::testing
