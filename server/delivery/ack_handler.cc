@@ -222,8 +222,8 @@ absl::StatusOr<v1::NackResponse> AckHandler::Nack(const v1::NackRequest& req) {
   const int64_t delay_ms = retry_after_ms.value_or(
       BackoffMs(record.job().retry(), record.job().attempts()));
   absl::StatusOr<std::vector<v1::Job>> ended = endings_->EndDeliveries(
-      {LeaseEndings::Ending{key, record, now_ms + delay_ms, req.dead_letter(),
-                            req.reason(), true}});
+      {LeaseEndings::Ending{key, record, LaterMs(now_ms, delay_ms),
+                            req.dead_letter(), req.reason(), true}});
   if (!ended.ok()) return ended.status();
   v1::NackResponse response;
   *response.mutable_job() = std::move(ended->front());

@@ -1,5 +1,6 @@
 #include "server/delivery/dispatcher.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -9,6 +10,7 @@
 #include "delayd/proto_time.h"
 #include "server/base/log.h"
 #include "server/delivery/ack_token.h"
+#include "server/delivery/lease_endings.h"
 #include "storage/job_record.h"
 
 namespace delayd::server {
@@ -83,8 +85,9 @@ void Dispatcher::Dispatch(const std::string& topic) {
         next.set_attempts(next.attempts() + 1);
         *next.mutable_updated_at() = UnixMsToTimestamp(now_ms);
         record.set_delivery_nonce(state_->leases.NewNonce());
-        record.set_lease_expires_at_ms(now_ms +
-                                       DurationMs(next.retry().lease()));
+        record.set_lease_expires_at_ms(LaterMs(
+            now_ms,
+            std::max<int64_t>(1, DurationMsSaturated(next.retry().lease()))));
         before.push_back(state);
         mutations.push_back(Mutation::Put(std::move(record), due_entry));
         picked.push_back(i);

@@ -2,15 +2,18 @@
 // limits and past what int64 milliseconds hold (refused, changing nothing),
 // backoff arithmetic at its extremes, and every reply checked for invalid
 // Timestamps and Durations — by the fake clock.
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "delayd/proto_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/delivery/deliverer.h"
+#include "server/delivery/lease_endings.h"
 #include "tests/server/delivery/deliverer_test_util.h"
 #include "tests/support/valid_time.h"
 
@@ -112,6 +115,122 @@ TEST_F(DelivererTest, NackRefusesOutOfRangeRetryAfterAndChangesNothing) {
   ASSERT_OK_AND_ASSIGN(v1::NackResponse r, service().Nack(req));
   EXPECT_THAT(InvalidTimeFields(r), IsEmpty());
   EXPECT_EQ(Ms(r.job().fire_at()), clock_.NowMs() + max_s * 1000);
+}
+
+v1::RetryPolicy Policy(google::protobuf::Duration initial,
+                       google::protobuf::Duration max, double multiplier) {
+  v1::RetryPolicy retry;
+  retry.set_max_attempts(1000);
+  *retry.mutable_lease() = DurationMs(30'000);
+  *retry.mutable_initial_backoff() = initial;
+  *retry.mutable_max_backoff() = max;
+  retry.set_backoff_multiplier(multiplier);
+  return retry;
+}
+
+TEST(BackoffTest, StaysWithinZeroAndTheCapAtTheExtremes) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<google::protobuf::Duration> durations = {
+      Dur(0, 0),
+      Dur(0, 1'000'000),
+      Dur(1, 0),
+      Dur(3'155'760'000, 0),  // 100 years: the largest the api allows
+      Dur(kMaxProtoDurationSeconds, 999'999'999),
+      Dur(9'223'372'036'854'776, 0),
+      Dur(kInt64Max, 999'999'999),
+      Dur(-1, 0),
+      Dur(kInt64Min, -999'999'999),
+  };
+  const std::vector<double> multipliers = {1, 1.5, 2,   100, 0.5,
+                                           0, -2,  inf, nan};
+  const std::vector<uint32_t> attempts = {
+      0, 1, 2, 155, 156, 157, 1000, 1001, std::numeric_limits<uint32_t>::max()};
+  for (const auto& initial : durations) {
+    for (const auto& max : durations) {
+      const int64_t cap =
+          std::max<int64_t>(0, delayd::DurationMsSaturated(max));
+      for (double m : multipliers) {
+        for (uint32_t attempt : attempts) {
+          SCOPED_TRACE(absl::StrCat("initial ", initial.ShortDebugString(),
+                                    " max ", max.ShortDebugString(), " m ", m,
+                                    " attempt ", attempt));
+          const int64_t ms = BackoffMs(Policy(initial, max, m), attempt);
+          ASSERT_GE(ms, 0);
+          ASSERT_LE(ms, cap);
+        }
+      }
+    }
+  }
+}
+
+TEST(BackoffTest, ZeroInitialBackoffStaysZeroWhenThePowerOverflows) {
+  const v1::RetryPolicy retry =
+      Policy(Dur(0, 0), Dur(600, 0), /*multiplier=*/100);
+  for (uint32_t attempt : {1u, 155u, 156u, 157u, 1000u}) {
+    EXPECT_EQ(BackoffMs(retry, attempt), 0) << "attempt " << attempt;
+  }
+}
+
+TEST(BackoffTest, GrowthPastDoubleRangeIsTheCap) {
+  const v1::RetryPolicy retry =
+      Policy(Dur(0, 1'000'000), Dur(3'155'760'000, 0), /*multiplier=*/100);
+  EXPECT_EQ(BackoffMs(retry, 1), 1);
+  EXPECT_EQ(BackoffMs(retry, 3), 10'000);
+  EXPECT_EQ(BackoffMs(retry, 157), 3'155'760'000'000);
+  EXPECT_EQ(BackoffMs(retry, 1000), 3'155'760'000'000);
+  // Initial above the cap: the cap.
+  EXPECT_EQ(BackoffMs(Policy(Dur(20, 0), Dur(10, 0), 2), 1), 10'000);
+}
+
+TEST(DurationMsSaturatedTest, SaturatesAtTheInt64Range) {
+  EXPECT_EQ(delayd::DurationMsSaturated(Dur(1, 500'000'000)), 1500);
+  EXPECT_EQ(delayd::DurationMsSaturated(Dur(-1, -500'000'000)), -1500);
+  EXPECT_EQ(delayd::DurationMsSaturated(Dur(kMaxProtoDurationSeconds, 0)),
+            kMaxProtoDurationSeconds * 1000);
+  EXPECT_EQ(delayd::DurationMsSaturated(Dur(9'223'372'036'854'776, 0)),
+            kInt64Max);
+  EXPECT_EQ(delayd::DurationMsSaturated(Dur(18'446'744'073'709'552, 0)),
+            kInt64Max);
+  EXPECT_EQ(delayd::DurationMsSaturated(Dur(kInt64Max, 999'999'999)),
+            kInt64Max);
+  EXPECT_EQ(delayd::DurationMsSaturated(Dur(kInt64Max / 1000, 999'999'999)),
+            kInt64Max);
+  EXPECT_EQ(delayd::DurationMsSaturated(Dur(kInt64Min, -999'999'999)),
+            kInt64Min);
+  EXPECT_EQ(delayd::DurationMsSaturated(Dur(kInt64Min / 1000, -999'999'999)),
+            kInt64Min);
+}
+
+// Initial backoff 0 and multiplier 100: from attempt ~156 on, 100^(attempt-1)
+// is infinite. Every reply stays valid, and the job is retried at once
+// (the backoff is 0) until it runs out of attempts.
+TEST_F(DelivererTest, NackBackoffOfZeroTimesInfinityStaysValid) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  v1::RetryPolicy retry = Policy(Dur(0, 0), Dur(600, 0), /*multiplier=*/100);
+  retry.set_max_attempts(200);
+  MustScheduleWith("t", "a", 0, retry);
+  for (uint32_t attempt = 1; attempt <= 200; ++attempt) {
+    SCOPED_TRACE(absl::StrCat("attempt ", attempt));
+    ASSERT_TRUE(sub.sink->WaitFor(attempt));
+    const v1::Delivery delivery = sub.sink->at(attempt - 1);
+    EXPECT_THAT(InvalidTimeFields(delivery), IsEmpty());
+    ASSERT_EQ(delivery.attempt(), attempt);
+    const int64_t now = clock_.NowMs();
+    ASSERT_OK_AND_ASSIGN(v1::NackResponse r,
+                         Nack(delivery.ack_token(), std::nullopt));
+    EXPECT_THAT(InvalidTimeFields(r), IsEmpty());
+    ASSERT_OK_AND_ASSIGN(v1::Job job, service().GetJob(GetReq("t", "a")));
+    EXPECT_THAT(InvalidTimeFields(job), IsEmpty());
+    if (attempt < 200) {
+      // Due now: shown as READY.
+      ASSERT_EQ(r.job().state(), v1::JOB_STATE_READY);
+      ASSERT_EQ(Ms(r.job().fire_at()), now);
+    } else {
+      EXPECT_EQ(r.job().state(), v1::JOB_STATE_DEAD);
+    }
+  }
 }
 
 }  // namespace
