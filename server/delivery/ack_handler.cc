@@ -109,8 +109,9 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
       for (size_t i : candidates) {
         const LeaseTable::Lease* lease =
             state_->leases.Find(JobKey{tokens[i]->topic, tokens[i]->id});
-        if (lease == nullptr || lease->nonce != tokens[i]->nonce ||
-            lease->attempt != tokens[i]->attempt) {
+        if (lease == nullptr ||
+            !LeaseTable::Matches(*lease, tokens[i]->nonce, tokens[i]->check,
+                                 tokens[i]->attempt)) {
           continue;
         }
         leased.push_back(i);
@@ -179,6 +180,7 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
     const bool good =
         first == n ? ok[i]
                    : ok[first] && tokens[first]->nonce == tokens[i]->nonce &&
+                         tokens[first]->check == tokens[i]->check &&
                          tokens[first]->attempt == tokens[i]->attempt;
     if (good) continue;
     const absl::Status stale = Stale(absl::StrCat("ack_tokens[", i, "]"));
@@ -204,7 +206,8 @@ absl::StatusOr<v1::NackResponse> AckHandler::Nack(const v1::NackRequest& req) {
   KeyLocks::Guard guard(*d_.locks, KeyHash(key.topic, key.id));
   {
     absl::MutexLock lock(&state_->mu);
-    if (!state_->leases.IsCurrent(key, token->nonce, token->attempt)) {
+    if (!state_->leases.IsCurrent(key, token->nonce, token->check,
+                                  token->attempt)) {
       return Stale("ack_token");
     }
   }
@@ -249,7 +252,8 @@ absl::StatusOr<v1::ExtendLeaseResponse> AckHandler::ExtendLease(
   }
   {
     absl::MutexLock lock(&state_->mu);
-    if (!state_->leases.IsCurrent(key, token->nonce, token->attempt) ||
+    if (!state_->leases.IsCurrent(key, token->nonce, token->check,
+                                  token->attempt) ||
         (*stored)->delivery_nonce() != token->nonce) {
       return Stale("ack_token");
     }

@@ -177,16 +177,21 @@ void Dispatcher::Dispatch(const std::string& topic) {
           orphans.push_back(k);
           continue;
         }
-        state_->StartLeaseLocked(
-            JobKey{topic, id},
-            LeaseTable::Lease{
-                sub->id, record.delivery_nonce(), record.job().attempts(),
-                record.lease_expires_at_ms(), 0, timer::TimerHandle(), false,
-                *mutations[k].new_due_ms()});
+        LeaseTable::Lease lease{sub->id,
+                                record.delivery_nonce(),
+                                record.job().attempts(),
+                                record.lease_expires_at_ms(),
+                                0,
+                                timer::TimerHandle(),
+                                false,
+                                *mutations[k].new_due_ms()};
+        lease.check = state_->leases.NewNonce();
+        state_->StartLeaseLocked(JobKey{topic, id}, lease);
         Send& send = sends.emplace_back();
         send.sink = sub->sink;
-        send.delivery.set_ack_token(EncodeAckToken(
-            {topic, id, record.job().attempts(), record.delivery_nonce()}));
+        send.delivery.set_ack_token(
+            EncodeAckToken({topic, id, record.job().attempts(),
+                            record.delivery_nonce(), lease.check}));
         send.delivery.set_attempt(record.job().attempts());
         *send.delivery.mutable_lease_expires_at() =
             UnixMsToTimestamp(record.lease_expires_at_ms());

@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "delayd/proto_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/delivery/ack_token.h"
 #include "server/delivery/deliverer.h"
 #include "server/delivery/lease_endings.h"
 #include "tests/server/delivery/deliverer_test_util.h"
@@ -231,6 +233,69 @@ TEST_F(DelivererTest, NackBackoffOfZeroTimesInfinityStaysValid) {
       EXPECT_EQ(r.job().state(), v1::JOB_STATE_DEAD);
     }
   }
+}
+
+TEST(AckTokenTest, CarriesTheCheckAndDecodesVersion1AsNeverCurrent) {
+  const AckToken token{"topic", "id", 7, 0x0123456789abcdef,
+                       0xfedcba9876543210};
+  ASSERT_OK_AND_ASSIGN(AckToken back,
+                       DecodeAckToken("t", EncodeAckToken(token)));
+  EXPECT_EQ(back.topic, "topic");
+  EXPECT_EQ(back.id, "id");
+  EXPECT_EQ(back.attempt, 7u);
+  EXPECT_EQ(back.nonce, token.nonce);
+  EXPECT_EQ(back.check, token.check);
+  // A version 1 token (no check) of the same delivery: check 0.
+  std::string v1 = "\x01\x07";
+  for (int i = 0; i < 8; ++i) {
+    v1.push_back(static_cast<char>((token.nonce >> (8 * i)) & 0xff));
+  }
+  v1 += "\x05topicid";
+  std::string text;
+  absl::WebSafeBase64Escape(v1, &text);
+  ASSERT_OK_AND_ASSIGN(back, DecodeAckToken("t", text));
+  EXPECT_EQ(back.nonce, token.nonce);
+  EXPECT_EQ(back.check, 0u);
+  EXPECT_EQ(back.id, "id");
+  // The longest token of the longest key fits the decoder's bound.
+  const AckToken longest{std::string(128, 't'), std::string(256, 'i'),
+                         UINT32_MAX, ~uint64_t{0}, ~uint64_t{0}};
+  EXPECT_OK(DecodeAckToken("t", EncodeAckToken(longest)));
+  EXPECT_LE(EncodeAckToken(longest).size(), 544u);
+}
+
+// What the store (or a predicted PRNG) tells about a delivery — topic, id,
+// attempt and delivery_nonce — is not enough to build its token: the token
+// carries 64 more bits drawn from the OS and kept only with the lease.
+TEST_F(DelivererTest, ATokenRebuiltFromTheStoredRecordIsRefused) {
+  service().Start();
+  Sub sub = Subscribe("t");
+  MustSchedule("t", "a", 0);
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  const std::string token = sub.sink->at(0).ack_token();
+  const storage::JobRecord stored = *Stored("t", "a");
+  AckToken rebuilt;
+  rebuilt.topic = "t";
+  rebuilt.id = "a";
+  rebuilt.attempt = stored.job().attempts();
+  rebuilt.nonce = stored.delivery_nonce();
+  EXPECT_EQ(AckCode(EncodeAckToken(rebuilt)),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_OK_AND_ASSIGN(AckToken issued, DecodeAckToken("t", token));
+  // Any one bit of the secret part flipped: refused.
+  for (int bit = 0; bit < 64; ++bit) {
+    AckToken forged = issued;
+    forged.check ^= uint64_t{1} << bit;
+    ASSERT_EQ(AckCode(EncodeAckToken(forged)),
+              absl::StatusCode::kFailedPrecondition)
+        << "bit " << bit;
+    forged = issued;
+    forged.nonce ^= uint64_t{1} << bit;
+    ASSERT_EQ(AckCode(EncodeAckToken(forged)),
+              absl::StatusCode::kFailedPrecondition)
+        << "bit " << bit;
+  }
+  EXPECT_EQ(AckCode(token), absl::StatusCode::kOk);
 }
 
 }  // namespace
