@@ -1,5 +1,7 @@
 #include "delayd/proto_time.h"
 
+#include <limits>
+
 namespace delayd {
 
 google::protobuf::Duration ToProto(absl::Duration d) {
@@ -21,6 +23,18 @@ google::protobuf::Timestamp ToProto(absl::Time t) {
 
 absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+int64_t DurationMsSaturated(const google::protobuf::Duration& d) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  int64_t ms = 0;
+  if (__builtin_mul_overflow(d.seconds(), int64_t{1000}, &ms) ||
+      __builtin_add_overflow(ms, int64_t{d.nanos() / 1'000'000}, &ms)) {
+    // Only towards the sign of seconds: nanos / 10^6 alone cannot.
+    return d.seconds() < 0 ? kMin : kMax;
+  }
+  return ms;
 }
 
 absl::Time FromProto(const google::protobuf::Timestamp& t) {

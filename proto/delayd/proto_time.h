@@ -14,6 +14,10 @@
 
 namespace delayd {
 
+// The last millisecond a google.protobuf.Timestamp can hold:
+// 9999-12-31T23:59:59.999Z.
+inline constexpr int64_t kMaxTimestampUnixMs = 253'402'300'799'999;
+
 // Whole seconds and the nanoseconds below them (the same sign as seconds, as
 // Duration requires).
 google::protobuf::Duration ToProto(absl::Duration d);
@@ -23,10 +27,16 @@ absl::Duration FromProto(const google::protobuf::Duration& d);
 absl::Time FromProto(const google::protobuf::Timestamp& t);
 
 // The duration in whole milliseconds, truncated.
-// REQUIRES: |seconds| small enough that seconds * 1000 does not overflow.
+// REQUIRES: |seconds| small enough that seconds * 1000 does not overflow:
+// the caller range-checked `d` first (a validated api field, e.g. at most
+// protobuf's 10,000 years), or it uses DurationMsSaturated.
 inline int64_t DurationMs(const google::protobuf::Duration& d) {
   return d.seconds() * 1000 + d.nanos() / 1'000'000;
 }
+
+// DurationMs for any `d`, also one outside protobuf's range: saturated at
+// the int64 range instead of overflowing.
+int64_t DurationMsSaturated(const google::protobuf::Duration& d);
 
 }  // namespace delayd
 

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "server/delivery/ack_token.h"
 #include "server/jobs/validation.h"
 #include "storage/job_record.h"
@@ -36,6 +37,29 @@ absl::StatusOr<AckToken> Decode(absl::string_view field, absl::string_view text,
         absl::StrCat(field, ": not an ack token issued by this server"));
   }
   return token;
+}
+
+// `d` in whole milliseconds, a sub-millisecond part rounded up (never
+// shorter than asked), when it is a valid Duration from 0 (1 ns when
+// `positive`) to `max`; INVALID_ARGUMENT naming `field` and the range
+// otherwise. The range is checked before any arithmetic, so no value of
+// seconds can overflow.
+absl::StatusOr<int64_t> DurationArgMs(absl::string_view field,
+                                      const google::protobuf::Duration& d,
+                                      bool positive, absl::Duration max) {
+  const int64_t max_ms = absl::ToInt64Milliseconds(max);
+  const bool in_range =
+      d.seconds() >= 0 && d.seconds() <= max_ms / 1000 && d.nanos() >= 0 &&
+      d.nanos() < 1'000'000'000 &&
+      d.seconds() * 1000 + (d.nanos() + 999'999) / 1'000'000 <= max_ms &&
+      !(positive && d.seconds() == 0 && d.nanos() == 0);
+  if (!in_range) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": must be ", positive ? "> 0" : ">= 0", " and at most ",
+        max_ms / 1000, " s, got {seconds: ", d.seconds(),
+        ", nanos: ", d.nanos(), "}"));
+  }
+  return d.seconds() * 1000 + (d.nanos() + 999'999) / 1'000'000;
 }
 
 }  // namespace
@@ -85,8 +109,9 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
       for (size_t i : candidates) {
         const LeaseTable::Lease* lease =
             state_->leases.Find(JobKey{tokens[i]->topic, tokens[i]->id});
-        if (lease == nullptr || lease->nonce != tokens[i]->nonce ||
-            lease->attempt != tokens[i]->attempt) {
+        if (lease == nullptr ||
+            !LeaseTable::Matches(*lease, tokens[i]->nonce, tokens[i]->check,
+                                 tokens[i]->attempt)) {
           continue;
         }
         leased.push_back(i);
@@ -155,6 +180,7 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
     const bool good =
         first == n ? ok[i]
                    : ok[first] && tokens[first]->nonce == tokens[i]->nonce &&
+                         tokens[first]->check == tokens[i]->check &&
                          tokens[first]->attempt == tokens[i]->attempt;
     if (good) continue;
     const absl::Status stale = Stale(absl::StrCat("ack_tokens[", i, "]"));
@@ -170,23 +196,18 @@ absl::StatusOr<v1::NackResponse> AckHandler::Nack(const v1::NackRequest& req) {
   if (!token.ok()) return token.status();
   std::optional<int64_t> retry_after_ms;
   if (req.has_retry_after()) {
-    const google::protobuf::Duration& d = req.retry_after();
-    const int64_t max_ms =
-        absl::ToInt64Milliseconds(d_.limits->max_schedule_ahead);
-    if (d.seconds() < 0 || d.nanos() < 0 || d.nanos() >= 1'000'000'000 ||
-        d.seconds() > max_ms / 1000) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("retry_after: must be >= 0 and at most ", max_ms / 1000,
-                       " s, got ", d.seconds(), " s ", d.nanos(), " ns"));
-    }
-    // A sub-millisecond part rounds up: never earlier than asked.
-    retry_after_ms = d.seconds() * 1000 + (d.nanos() + 999'999) / 1'000'000;
+    absl::StatusOr<int64_t> ms =
+        DurationArgMs("retry_after", req.retry_after(), /*positive=*/false,
+                      d_.limits->max_schedule_ahead);
+    if (!ms.ok()) return ms.status();
+    retry_after_ms = *ms;
   }
   const JobKey key{token->topic, token->id};
   KeyLocks::Guard guard(*d_.locks, KeyHash(key.topic, key.id));
   {
     absl::MutexLock lock(&state_->mu);
-    if (!state_->leases.IsCurrent(key, token->nonce, token->attempt)) {
+    if (!state_->leases.IsCurrent(key, token->nonce, token->check,
+                                  token->attempt)) {
       return Stale("ack_token");
     }
   }
@@ -204,8 +225,8 @@ absl::StatusOr<v1::NackResponse> AckHandler::Nack(const v1::NackRequest& req) {
   const int64_t delay_ms = retry_after_ms.value_or(
       BackoffMs(record.job().retry(), record.job().attempts()));
   absl::StatusOr<std::vector<v1::Job>> ended = endings_->EndDeliveries(
-      {LeaseEndings::Ending{key, record, now_ms + delay_ms, req.dead_letter(),
-                            req.reason(), true}});
+      {LeaseEndings::Ending{key, record, LaterMs(now_ms, delay_ms),
+                            req.dead_letter(), req.reason(), true}});
   if (!ended.ok()) return ended.status();
   v1::NackResponse response;
   *response.mutable_job() = std::move(ended->front());
@@ -217,16 +238,9 @@ absl::StatusOr<v1::ExtendLeaseResponse> AckHandler::ExtendLease(
   absl::StatusOr<AckToken> token =
       Decode("ack_token", req.ack_token(), *d_.limits);
   if (!token.ok()) return token.status();
-  const int64_t max_ms = absl::ToInt64Milliseconds(d_.limits->max_lease);
-  const google::protobuf::Duration& by = req.extend_by();
-  if (!req.has_extend_by() || by.seconds() < 0 || by.nanos() < 0 ||
-      by.nanos() >= 1'000'000'000 || (by.seconds() == 0 && by.nanos() == 0) ||
-      by.seconds() * 1000 + (by.nanos() + 999'999) / 1'000'000 > max_ms) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "extend_by: must be > 0 and at most ", max_ms / 1000, " s"));
-  }
-  const int64_t extend_ms =
-      by.seconds() * 1000 + (by.nanos() + 999'999) / 1'000'000;
+  absl::StatusOr<int64_t> extend_ms = DurationArgMs(
+      "extend_by", req.extend_by(), /*positive=*/true, d_.limits->max_lease);
+  if (!extend_ms.ok()) return extend_ms.status();
   const JobKey key{token->topic, token->id};
   KeyLocks::Guard guard(*d_.locks, KeyHash(key.topic, key.id));
   absl::StatusOr<std::optional<JobRecord>> stored =
@@ -238,12 +252,13 @@ absl::StatusOr<v1::ExtendLeaseResponse> AckHandler::ExtendLease(
   }
   {
     absl::MutexLock lock(&state_->mu);
-    if (!state_->leases.IsCurrent(key, token->nonce, token->attempt) ||
+    if (!state_->leases.IsCurrent(key, token->nonce, token->check,
+                                  token->attempt) ||
         (*stored)->delivery_nonce() != token->nonce) {
       return Stale("ack_token");
     }
   }
-  const int64_t deadline_ms = d_.clock->NowMs() + extend_ms;
+  const int64_t deadline_ms = d_.clock->NowMs() + *extend_ms;
   JobRecord record = **stored;
   record.set_lease_expires_at_ms(deadline_ms);
   const Mutation m =

@@ -7,9 +7,25 @@
 namespace delayd::server {
 namespace {
 
-constexpr char kVersion = 1;
+constexpr char kVersion = 2;
+constexpr char kVersionWithoutCheck = 1;
 // A token never needs more: topic and id are bounded by Limits.
 constexpr size_t kMaxTokenBytes = 4096;
+
+void PutFixed64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i)
+    out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+bool GetFixed64(absl::string_view& in, uint64_t& v) {
+  if (in.size() < 8) return false;
+  v = 0;
+  for (int i = 0; i < 8; ++i) {
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(in[i])) << (8 * i);
+  }
+  in.remove_prefix(8);
+  return true;
+}
 
 void PutVarint(std::string& out, uint64_t v) {
   while (v >= 0x80) {
@@ -35,9 +51,8 @@ bool GetVarint(absl::string_view& in, uint64_t& v) {
 std::string EncodeAckToken(const AckToken& token) {
   std::string raw(1, kVersion);
   PutVarint(raw, token.attempt);
-  for (int i = 0; i < 8; ++i) {
-    raw.push_back(static_cast<char>((token.nonce >> (8 * i)) & 0xff));
-  }
+  PutFixed64(raw, token.nonce);
+  PutFixed64(raw, token.check);
   PutVarint(raw, token.topic.size());
   raw += token.topic;
   raw += token.id;
@@ -56,20 +71,20 @@ absl::StatusOr<AckToken> DecodeAckToken(absl::string_view field,
     return malformed;
   }
   absl::string_view in(raw);
-  if (in.empty() || in.front() != kVersion) return malformed;
+  if (in.empty() ||
+      (in.front() != kVersion && in.front() != kVersionWithoutCheck)) {
+    return malformed;
+  }
+  const bool has_check = in.front() == kVersion;
   in.remove_prefix(1);
   AckToken token;
   uint64_t attempt = 0, topic_size = 0;
   if (!GetVarint(in, attempt) || attempt == 0 || attempt > UINT32_MAX ||
-      in.size() < 8) {
+      !GetFixed64(in, token.nonce) ||
+      (has_check && !GetFixed64(in, token.check))) {
     return malformed;
   }
   token.attempt = static_cast<uint32_t>(attempt);
-  for (int i = 0; i < 8; ++i) {
-    token.nonce |= static_cast<uint64_t>(static_cast<unsigned char>(in[i]))
-                   << (8 * i);
-  }
-  in.remove_prefix(8);
   if (!GetVarint(in, topic_size) || topic_size == 0 || topic_size > in.size()) {
     return malformed;
   }

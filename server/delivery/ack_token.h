@@ -1,12 +1,19 @@
 // Ack tokens: the opaque string a Delivery carries and Ack, Nack and
 // ExtendLease take back. A token names one delivery: (topic, id, attempt,
-// nonce), where the nonce is random per delivery and stored with the job
-// while it is IN_FLIGHT. A token whose nonce is not the job's current one is
-// stale; one that does not decode is malformed. Pure functions; thread-safe.
+// nonce, check). The nonce and the check are 128 bits drawn per delivery
+// from the OS CSPRNG (getrandom(2)); the nonce is also stored with the job
+// while it is IN_FLIGHT, the check only in the lease (memory). So a token
+// cannot be predicted from earlier ones, nor rebuilt from the store. A token
+// whose nonce and check are not its lease's is stale; one that does not
+// decode is malformed. Pure functions; thread-safe.
 //
-// Format (version 1), URL-safe base64 without padding of:
-//   0x01 | varint attempt | fixed64 nonce (little endian) |
+// Format (version 2), URL-safe base64 without padding of:
+//   0x02 | varint attempt | fixed64 nonce | fixed64 check (little endian) |
 //   varint len(topic) | topic | id
+// At most 1 + 5 + 16 + 2 + 128 + 256 = 408 bytes (Limits' topic and id),
+// 544 characters encoded, well within the decoder's 4096. A version 1 token (no
+// check; from before an upgrade, hence a restart) decodes with check 0, which
+// no lease has: stale.
 #ifndef DELAYD_SERVER_DELIVERY_ACK_TOKEN_H_
 #define DELAYD_SERVER_DELIVERY_ACK_TOKEN_H_
 
@@ -23,6 +30,7 @@ struct AckToken {
   std::string id;
   uint32_t attempt = 0;
   uint64_t nonce = 0;
+  uint64_t check = 0;
 };
 
 std::string EncodeAckToken(const AckToken& token);

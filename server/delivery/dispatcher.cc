@@ -1,5 +1,6 @@
 #include "server/delivery/dispatcher.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -9,6 +10,7 @@
 #include "delayd/proto_time.h"
 #include "server/base/log.h"
 #include "server/delivery/ack_token.h"
+#include "server/delivery/lease_endings.h"
 #include "storage/job_record.h"
 
 namespace delayd::server {
@@ -17,6 +19,51 @@ using storage::JobRecord;
 using storage::Mutation;
 using storage::TimestampToUnixMs;
 using storage::UnixMsToTimestamp;
+
+namespace {
+
+JobRecord OutOfAttempts(JobRecord record, int64_t now_ms) {
+  v1::Job& job = *record.mutable_job();
+  if (job.state() == v1::JOB_STATE_IN_FLIGHT) {
+    job.set_last_error(
+        "out of attempts: the last delivery was lost in a restart");
+  }
+  job.set_state(v1::JOB_STATE_DEAD);
+  *job.mutable_updated_at() = UnixMsToTimestamp(now_ms);
+  record.set_lease_expires_at_ms(0);
+  return record;
+}
+
+}  // namespace
+
+void Dispatcher::UndoOrphans(const std::vector<size_t>& orphans,
+                             const std::vector<Prior>& priors,
+                             const std::vector<Mutation>& mutations) {
+  std::vector<Mutation> undo;
+  for (size_t k : orphans) {
+    JobRecord record = mutations[k].record();
+    v1::Job& job = *record.mutable_job();
+    job.set_state(priors[k].state);
+    job.set_attempts(job.attempts() - 1);
+    *job.mutable_updated_at() = priors[k].updated_at;
+    record.set_delivery_nonce(priors[k].nonce);
+    record.set_lease_expires_at_ms(priors[k].lease_expires_at_ms);
+    undo.push_back(Mutation::Put(std::move(record), mutations[k].new_due_ms()));
+  }
+  if (absl::Status s = d_.store->Apply(undo, storage::Durability::kNoSync);
+      !s.ok()) {
+    // IN_FLIGHT without a lease, as good as READY: delivered again, with
+    // that attempt counted.
+    DELAYD_LOG_ERROR("dispatch: cannot undo %d leases of a gone subscriber: %s",
+                     undo.size(), s.ToString());
+    return;
+  }
+  for (const Mutation& m : undo) {
+    JobLedger::Change change = JobLedger::Of(m, v1::JOB_STATE_IN_FLIGHT);
+    change.ready_now = true;  // it was due: queued again (by the caller)
+    d_.ledger->Apply(change);
+  }
+}
 
 void Dispatcher::Dispatch(const std::string& topic) {
   std::vector<uint64_t> slots;
@@ -52,7 +99,10 @@ void Dispatcher::Dispatch(const std::string& topic) {
     const int64_t now_ms = d_.clock->NowMs();
     std::vector<size_t> picked;  // index into ids
     std::vector<v1::JobState> before;
-    std::vector<Mutation> mutations;
+    std::vector<Mutation> mutations;  // the leases, then the out of attempts
+    std::vector<Prior> priors;        // of the leases
+    std::vector<Mutation> dead;
+    std::vector<v1::JobState> dead_before;
     if (stored.ok()) {
       absl::MutexLock lock(&state_->mu);
       for (size_t i = 0; i < ids.size(); ++i) {
@@ -77,19 +127,32 @@ void Dispatcher::Dispatch(const std::string& topic) {
         }
         // The record is read for this put only: change it in place.
         const std::optional<int64_t> due_entry = storage::DueIndexEntryOf(*old);
+        if (job.attempts() >= job.retry().max_attempts()) {
+          // Out of attempts (its last delivery was lost with an earlier
+          // process): DEAD, not delivered again.
+          dead.push_back(
+              Mutation::Put(OutOfAttempts(*std::move(old), now_ms), due_entry));
+          dead_before.push_back(state);
+          continue;
+        }
+        priors.push_back({state, old->delivery_nonce(),
+                          old->lease_expires_at_ms(), job.updated_at()});
         JobRecord record = *std::move(old);
         v1::Job& next = *record.mutable_job();
         next.set_state(v1::JOB_STATE_IN_FLIGHT);
         next.set_attempts(next.attempts() + 1);
         *next.mutable_updated_at() = UnixMsToTimestamp(now_ms);
         record.set_delivery_nonce(state_->leases.NewNonce());
-        record.set_lease_expires_at_ms(now_ms +
-                                       DurationMs(next.retry().lease()));
+        record.set_lease_expires_at_ms(LaterMs(
+            now_ms,
+            std::max<int64_t>(1, DurationMsSaturated(next.retry().lease()))));
         before.push_back(state);
         mutations.push_back(Mutation::Put(std::move(record), due_entry));
         picked.push_back(i);
       }
     }
+    for (Mutation& m : dead) mutations.push_back(std::move(m));
+    before.insert(before.end(), dead_before.begin(), dead_before.end());
     absl::Status written =
         stored.ok() ? d_.store->Apply(mutations, storage::Durability::kNoSync)
                     : stored.status();
@@ -102,7 +165,7 @@ void Dispatcher::Dispatch(const std::string& topic) {
     for (size_t k = 0; k < mutations.size(); ++k) {
       d_.ledger->Apply(JobLedger::Of(mutations[k], before[k]));
     }
-    std::vector<std::string> orphans;
+    std::vector<size_t> orphans;  // index into picked
     {
       absl::MutexLock lock(&state_->mu);
       for (size_t k = 0; k < picked.size(); ++k) {
@@ -110,21 +173,25 @@ void Dispatcher::Dispatch(const std::string& topic) {
         const JobRecord& record = mutations[k].record();
         SubscriberSet::Subscriber* sub = state_->subscribers.Find(slots[k]);
         if (sub == nullptr) {
-          // Its stream ended meanwhile: IN_FLIGHT without a lease, which
-          // the next round takes as READY.
-          orphans.push_back(id);
+          // Its stream ended meanwhile: undone below.
+          orphans.push_back(k);
           continue;
         }
-        state_->StartLeaseLocked(
-            JobKey{topic, id},
-            LeaseTable::Lease{
-                sub->id, record.delivery_nonce(), record.job().attempts(),
-                record.lease_expires_at_ms(), 0, timer::TimerHandle(), false,
-                *mutations[k].new_due_ms()});
+        LeaseTable::Lease lease{sub->id,
+                                record.delivery_nonce(),
+                                record.job().attempts(),
+                                record.lease_expires_at_ms(),
+                                0,
+                                timer::TimerHandle(),
+                                false,
+                                *mutations[k].new_due_ms()};
+        lease.check = state_->leases.NewNonce();
+        state_->StartLeaseLocked(JobKey{topic, id}, lease);
         Send& send = sends.emplace_back();
         send.sink = sub->sink;
-        send.delivery.set_ack_token(EncodeAckToken(
-            {topic, id, record.job().attempts(), record.delivery_nonce()}));
+        send.delivery.set_ack_token(
+            EncodeAckToken({topic, id, record.job().attempts(),
+                            record.delivery_nonce(), lease.check}));
         send.delivery.set_attempt(record.job().attempts());
         *send.delivery.mutable_lease_expires_at() =
             UnixMsToTimestamp(record.lease_expires_at_ms());
@@ -143,7 +210,10 @@ void Dispatcher::Dispatch(const std::string& topic) {
       for (const std::string& id : ids) topics.PushReady(topic, id);
       backoff = true;
     }
-    for (const std::string& id : orphans) topics.PushReady(topic, id);
+    if (!orphans.empty()) {
+      UndoOrphans(orphans, priors, mutations);
+      for (size_t k : orphans) topics.PushReady(topic, ids[picked[k]]);
+    }
     if (!orphans.empty() || backoff) loop_->Kick(topic);
   }
   if (backoff) {

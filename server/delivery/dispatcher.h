@@ -7,19 +7,26 @@
 //
 // Never early: a job whose stored due time is still ahead (moved later, or
 // the wall clock stepped back since it fired) is re-armed, not sent. An
-// IN_FLIGHT record without a lease (a delivery of an earlier process) is as
-// good as READY. A failed store read or write puts the jobs back on the
-// queue and backs off 100 ms (this is the delivery thread, not a gRPC
-// callback).
+// IN_FLIGHT record without a lease (a delivery of an earlier process, which
+// counted) is as good as READY while attempts remain; one out of attempts
+// is written DEAD instead. A lease written for a subscriber that left
+// before the send is undone (attempts as before): an attempt counts only
+// for a delivery handed to a sink. A failed store read or write puts the
+// jobs back on the queue and backs off 100 ms (this is the delivery thread,
+// not a gRPC callback).
 //
 // Thread-compatible: only the WorkLoop's thread calls Dispatch.
 #ifndef DELAYD_SERVER_DELIVERY_DISPATCHER_H_
 #define DELAYD_SERVER_DELIVERY_DISPATCHER_H_
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
+#include "delayd/v1/delayd.pb.h"
 #include "server/delivery/delivery_state.h"
 #include "server/delivery/work_loop.h"
+#include "storage/mutation.h"
 
 namespace delayd::server {
 
@@ -39,6 +46,22 @@ class Dispatcher {
   void Dispatch(const std::string& topic);
 
  private:
+  // What a lease write changes of a record besides attempts + 1.
+  struct Prior {
+    v1::JobState state;
+    uint64_t nonce;
+    int64_t lease_expires_at_ms;
+    google::protobuf::Timestamp updated_at;
+  };
+
+  // Writes back as they were the records of `orphans` (indexes into
+  // `mutations` and `priors`): leased for a subscriber that left before
+  // the delivery was handed to it, so no attempt was made. REQUIRES: the
+  // keys' locks held.
+  void UndoOrphans(const std::vector<size_t>& orphans,
+                   const std::vector<Prior>& priors,
+                   const std::vector<storage::Mutation>& mutations);
+
   const DeliveryDeps d_;
   DeliveryState* const state_;
   WorkLoop* const loop_;

@@ -31,14 +31,29 @@ constexpr size_t kChunk = 256;
 }  // namespace
 
 int64_t BackoffMs(const v1::RetryPolicy& retry, uint32_t attempt) {
-  const double initial =
-      static_cast<double>(DurationMs(retry.initial_backoff()));
-  const double cap = static_cast<double>(DurationMs(retry.max_backoff()));
+  const int64_t cap =
+      std::max<int64_t>(0, DurationMsSaturated(retry.max_backoff()));
+  const int64_t initial =
+      std::clamp<int64_t>(DurationMsSaturated(retry.initial_backoff()), 0, cap);
+  // Checked floating point: initial > 0 and a power >= 1 (finite or +inf)
+  // give a product that is never NaN; 0 * inf is never formed.
+  if (initial == 0 || initial == cap) return initial;
+  const double multiplier =
+      retry.backoff_multiplier() >= 1 ? retry.backoff_multiplier() : 1;
   const double delay =
-      initial *
-      std::pow(retry.backoff_multiplier(),
+      static_cast<double>(initial) *
+      std::pow(multiplier,
                static_cast<double>(std::max<uint32_t>(attempt, 1) - 1));
-  return static_cast<int64_t>(std::min(delay, cap));
+  // Compared as doubles before the cast: a delay at or past the cap
+  // (infinity included) is the cap, so the cast is always in range.
+  if (!(delay < static_cast<double>(cap))) return cap;
+  return static_cast<int64_t>(delay);
+}
+
+int64_t LaterMs(int64_t now_ms, int64_t delay_ms) {
+  int64_t at = 0;
+  if (__builtin_add_overflow(now_ms, delay_ms, &at)) return kMaxTimestampUnixMs;
+  return std::min(at, kMaxTimestampUnixMs);
 }
 
 absl::StatusOr<std::vector<v1::Job>> LeaseEndings::EndDeliveries(

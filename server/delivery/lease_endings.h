@@ -30,8 +30,16 @@ namespace delayd::server {
 
 // The delay before retry number `attempt` (1-based: the attempt that just
 // failed) under `retry`: initial_backoff * multiplier^(attempt-1), capped at
-// max_backoff. REQUIRES: `retry` is effective (defaults filled in).
+// max_backoff; always in [0, max_backoff] (0 when max_backoff is negative),
+// whatever the policy holds: initial 0 stays 0 however large the power, a
+// power past the double range is the cap, a multiplier below 1 (or NaN) is
+// taken as 1. REQUIRES: `retry` is effective (defaults filled in).
 int64_t BackoffMs(const v1::RetryPolicy& retry, uint32_t attempt);
+
+// now_ms + delay_ms for a due time or deadline that is stored and shown as
+// a Timestamp: saturated at the last millisecond a Timestamp holds, never
+// wrapping. REQUIRES: delay_ms >= 0.
+int64_t LaterMs(int64_t now_ms, int64_t delay_ms);
 
 class LeaseEndings {
  public:

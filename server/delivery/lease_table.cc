@@ -1,22 +1,35 @@
 #include "server/delivery/lease_table.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
+
+#include "server/base/log.h"
 
 namespace delayd::server {
 
-LeaseTable::LeaseTable(timer::Scheduler* scheduler)
-    : scheduler_(scheduler), rng_(std::random_device{}()) {}
+LeaseTable::LeaseTable(timer::Scheduler* scheduler) : scheduler_(scheduler) {}
 
 LeaseTable::Lease* LeaseTable::Find(const JobKey& key) {
   auto it = leases_.find(key);
   return it == leases_.end() ? nullptr : &it->second;
 }
 
-bool LeaseTable::IsCurrent(const JobKey& key, uint64_t nonce,
+bool LeaseTable::Matches(const Lease& lease, uint64_t nonce, uint64_t check,
+                         uint32_t attempt) {
+  // No early exit on the first differing bit.
+  const uint64_t diff =
+      (lease.nonce ^ nonce) | (lease.check ^ check) | (lease.attempt ^ attempt);
+  return diff == 0;
+}
+
+bool LeaseTable::IsCurrent(const JobKey& key, uint64_t nonce, uint64_t check,
                            uint32_t attempt) const {
   auto it = leases_.find(key);
-  return it != leases_.end() && it->second.nonce == nonce &&
-         it->second.attempt == attempt;
+  return it != leases_.end() && Matches(it->second, nonce, check, attempt);
 }
 
 void LeaseTable::Add(const JobKey& key, Lease lease) {
@@ -56,10 +69,26 @@ const JobKey* LeaseTable::KeyOf(uint64_t seq) const {
 }
 
 uint64_t LeaseTable::NewNonce() {
-  uint64_t nonce;
-  do {
-    nonce = rng_();
-  } while (nonce == 0);  // 0 means "never delivered" in the record
+  uint64_t nonce = 0;
+  while (nonce == 0) {  // 0 means "never delivered" in the record
+    if (random_left_ == 0) {
+      auto* bytes = reinterpret_cast<char*>(random_.data());
+      size_t got = 0;
+      while (got < sizeof(random_)) {
+        const ssize_t n = getrandom(bytes + got, sizeof(random_) - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+          // No unpredictable tokens without it: a broken host.
+          DELAYD_LOG_ERROR("getrandom: %s", std::strerror(errno));
+          std::abort();
+        }
+        got += static_cast<size_t>(n);
+      }
+      random_left_ = random_.size();
+    }
+    nonce = random_[--random_left_];
+    random_[random_left_] = 0;  // each value is handed out once
+  }
   return nonce;
 }
 

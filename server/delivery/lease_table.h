@@ -7,16 +7,16 @@
 // Invariants: each lease has exactly one live sequence number, found in the
 // sequence index; a lease's nonce is never 0 (0 means "never delivered" in
 // the record) and matches the stored record's delivery_nonce while the
-// lease is current.
+// lease is current; its check is never 0 (a version 1 ack token's).
 //
 // Thread-compatible: Deliverer guards it with DeliveryState::mu. Its
 // Scheduler calls take the Scheduler's own lock (a leaf).
 #ifndef DELAYD_SERVER_DELIVERY_LEASE_TABLE_H_
 #define DELAYD_SERVER_DELIVERY_LEASE_TABLE_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
-#include <random>
 
 #include "absl/container/flat_hash_map.h"
 #include "server/jobs/job_key.h"
@@ -39,6 +39,8 @@ class LeaseTable {
     // moves a leased job's fire_at (Reschedule refuses IN_FLIGHT, REPLACE
     // drops the lease), so Ack deletes the record without reading it.
     int64_t due_ms = 0;
+    // The ack token's secret half, kept only here (never stored).
+    uint64_t check = 0;
   };
 
   // `scheduler` must outlive the table.
@@ -49,8 +51,12 @@ class LeaseTable {
   // nullptr when the key has no lease.
   Lease* Find(const JobKey& key);
   bool Contains(const JobKey& key) const { return leases_.contains(key); }
-  // Whether `key` has a lease with this nonce and attempt (the ack token's).
-  bool IsCurrent(const JobKey& key, uint64_t nonce, uint32_t attempt) const;
+  // Whether `key` has a lease with this nonce, check and attempt (the ack
+  // token's). The secret parts are compared in constant time.
+  bool IsCurrent(const JobKey& key, uint64_t nonce, uint64_t check,
+                 uint32_t attempt) const;
+  static bool Matches(const Lease& lease, uint64_t nonce, uint64_t check,
+                      uint32_t attempt);
 
   // Adds a lease; gives it a sequence number and arms its timer at its
   // deadline. REQUIRES: the key has none.
@@ -69,13 +75,15 @@ class LeaseTable {
   // was re-armed under another.
   const JobKey* KeyOf(uint64_t seq) const;
 
-  // A fresh nonce, never 0 (64 bits of a PRNG seeded from the OS).
+  // A fresh nonce or check, never 0: 64 bits from the OS CSPRNG
+  // (getrandom(2), read 4 KiB at a time). Crashes when the OS has none.
   uint64_t NewNonce();
 
  private:
   timer::Scheduler* const scheduler_;
   uint64_t next_seq_ = 1;
-  std::mt19937_64 rng_;
+  std::array<uint64_t, 512> random_;  // from getrandom, used from the end
+  size_t random_left_ = 0;
   absl::flat_hash_map<JobKey, Lease> leases_;
   absl::flat_hash_map<uint64_t, JobKey> keys_;  // seq -> key
 };

@@ -1,14 +1,17 @@
 // End to end: delivery across restarts of the real binary — jobs that were
 // READY before any subscriber existed, and jobs that were in flight, are
-// delivered after a SIGTERM and after a SIGKILL restart.
+// delivered after a SIGTERM and after a SIGKILL restart, within their
+// max_attempts.
 #include <signal.h>
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/delivery_fixture.h"
+#include "tests/support/valid_time.h"
 
 namespace delayd::testing {
 namespace {
@@ -47,6 +50,35 @@ TEST_P(DeliveryRestartTest, InFlightJobsAreDeliveredAgainWithTheNextAttempt) {
   }
   EXPECT_EQ(delivery_->AckCode(old_token),
             grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+// Each restart while the job is in flight costs the attempt it was
+// delivered with; after max_attempts deliveries the job is DEAD, never
+// delivered again.
+TEST_P(DeliveryRestartTest, RestartsInFlightUseUpMaxAttemptsThenDead) {
+  v1::JobSpec spec = Spec("crash", "a", absl::ZeroDuration());
+  spec.mutable_retry()->set_max_attempts(3);
+  MustSchedule(spec);
+  for (uint32_t attempt = 1; attempt <= 3; ++attempt) {
+    SCOPED_TRACE(attempt);
+    TestSubscriber& sub = Subscribe("crash");
+    ASSERT_TRUE(sub.WaitFor(1));
+    EXPECT_EQ(sub.at(0).delivery.attempt(), attempt);
+    EXPECT_EQ(InvalidTimeFields(sub.at(0).delivery),
+              std::vector<std::string>());
+    ASSERT_NO_FATAL_FAILURE(Restart(GetParam()));
+  }
+  TestSubscriber& last = Subscribe("crash");
+  EXPECT_TRUE(Eventually([&] {
+    auto job = client_->GetJob("crash", "a");
+    return job.ok() && job.response.state() == v1::JOB_STATE_DEAD;
+  }));
+  auto job = client_->GetJob("crash", "a");
+  ASSERT_RPC_OK(job);
+  EXPECT_EQ(job.response.attempts(), 3u);
+  EXPECT_EQ(InvalidTimeFields(job.response), std::vector<std::string>());
+  EXPECT_EQ(client_->StatsOf("crash").dead(), 1u);
+  EXPECT_EQ(last.received().size(), 0u);
 }
 
 TEST_P(DeliveryRestartTest, DeadJobsAreCountedAfter) {

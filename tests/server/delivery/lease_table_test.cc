@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "server/timer/fake_clock.h"
@@ -31,6 +32,7 @@ class LeaseTableTest : public ::testing::Test {
     LeaseTable::Lease lease;
     lease.subscriber = 1;
     lease.nonce = 77;
+    lease.check = 99;
     lease.attempt = 2;
     lease.deadline_ms = deadline_ms;
     return lease;
@@ -57,10 +59,12 @@ TEST_F(LeaseTableTest, AddArmsATimerTaggedWithTheLeasesSequence) {
   ASSERT_NE(table_.KeyOf(seq), nullptr);
   EXPECT_EQ(*table_.KeyOf(seq), key);
   EXPECT_EQ(scheduler_.size(), 1u);
-  EXPECT_TRUE(table_.IsCurrent(key, 77, 2));
-  EXPECT_FALSE(table_.IsCurrent(key, 77, 3));
-  EXPECT_FALSE(table_.IsCurrent(key, 78, 2));
-  EXPECT_FALSE(table_.IsCurrent({"t", "b"}, 77, 2));
+  EXPECT_TRUE(table_.IsCurrent(key, 77, 99, 2));
+  EXPECT_FALSE(table_.IsCurrent(key, 77, 99, 3));
+  EXPECT_FALSE(table_.IsCurrent(key, 78, 99, 2));
+  EXPECT_FALSE(table_.IsCurrent(key, 77, 98, 2));
+  EXPECT_FALSE(table_.IsCurrent(key, 77, 0, 2));  // a version 1 token
+  EXPECT_FALSE(table_.IsCurrent({"t", "b"}, 77, 99, 2));
 }
 
 TEST_F(LeaseTableTest, RemoveCancelsTheTimerAndForgetsTheSequence) {
@@ -112,6 +116,18 @@ TEST_F(LeaseTableTest, RearmAfterTheTimerFiredTakesANewSequence) {
 
 TEST_F(LeaseTableTest, NoncesAreNeverZero) {
   for (int i = 0; i < 1000; ++i) EXPECT_NE(table_.NewNonce(), 0u);
+}
+
+// Nonces come from the OS, not from a PRNG seeded alike: two tables made
+// the same way, and one table across more than its 4 KiB buffer, never
+// repeat a value.
+TEST_F(LeaseTableTest, NoncesAreFreshAcrossTables) {
+  LeaseTable other(&scheduler_);
+  absl::flat_hash_set<uint64_t> seen;
+  for (int i = 0; i < 2000; ++i) {
+    EXPECT_TRUE(seen.insert(table_.NewNonce()).second);
+    EXPECT_TRUE(seen.insert(other.NewNonce()).second);
+  }
 }
 
 }  // namespace
