@@ -239,5 +239,44 @@ TEST_F(ReadFaultTest, TheSweeperThreadSweepsOnceALastingFaultClears) {
   EXPECT_EQ(service().sweeper().swept(), 1);
 }
 
+// Issue 17: the background scan at Start that counts DEAD, DONE and
+// CANCELED records and finishes leftover CANCELED ones gave up on a read
+// error until the next restart: the counts stayed at zero and the leftover
+// stayed. It tries again (100 ms, doubling), counting each job once.
+TEST_F(ReadFaultTest, TheTerminalStateScanTriesAgainAfterReadErrors) {
+  PutRecord("t", "dead", v1::JOB_STATE_DEAD, kStartMs - 10);
+  PutRecord("t", "done", v1::JOB_STATE_DONE, kStartMs - 10);
+  PutRecord("t", "left", v1::JOB_STATE_CANCELED, kStartMs - 10);
+  PutRecord("u", "dead", v1::JOB_STATE_DEAD, kStartMs - 10);
+  Restart();
+  ASSERT_OK(service().Recover());
+  // Two runs fail listing the topics, a third reading topic t.
+  store_.FailNextReads(Read::kScanTopics, 2, ReadError());
+  store_.FailNextReads(Read::kScanJobs, 1, ReadError());
+  service().Start();
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        clock_.AdvanceMs(100);  // to the scan's next try
+        return !Stored("t", "left").has_value();
+      },
+      kWait, absl::Milliseconds(1)))
+      << "the leftover CANCELED record was never finished";
+  EXPECT_EQ(store_.injected_read_failures(), 3);
+  EXPECT_EQ(Counts("t").dead, 1);
+  EXPECT_EQ(Counts("t").done, 1);
+  EXPECT_EQ(Counts("t").canceled, 0);
+  EXPECT_EQ(Counts("u").dead, 1);
+}
+
+TEST_F(ReadFaultTest, StopEndsTheTerminalStateScansBackOff) {
+  PutRecord("t", "dead", v1::JOB_STATE_DEAD, kStartMs - 10);
+  Restart();
+  store_.FailReadsUntilCleared(Read::kScanTopics, ReadError());
+  service().Start();
+  ASSERT_TRUE(WaitForReadFailures(1));
+  service().Stop();  // returns though the clock never reaches the retry
+  EXPECT_EQ(Counts("t").dead, 0);
+}
+
 }  // namespace
 }  // namespace delayd::server::testing
