@@ -74,6 +74,10 @@ void FirePath::FireBatch(const std::vector<timer::TimerEntry>& all) {
       retry = true;
       continue;
     }
+    if (e.tag == kLeftoverRetryTag) {
+      d_.deliverer->OnLeftoverRetryTimer();
+      continue;
+    }
     if (IsLeaseTag(e.tag)) {
       lease_tags.push_back(e.tag);
     } else {

@@ -4,6 +4,8 @@
 //   * lease timers (kLeaseTagBit) go to the Deliverer, which ends expired
 //     leases;
 //   * the memory horizon's own timer (kHorizonTag) wakes the HorizonLoader;
+//   * the Deliverer's retry of leftover CANCELED records (kLeftoverRetryTag)
+//     goes to the Deliverer;
 //   * due timers are hints (JobTimers): under the keys' locks, the due index
 //     at the fired millisecond says which jobs are really due (not
 //     canceled, not moved). Those join their topic's ready queue through the

@@ -278,5 +278,29 @@ TEST_F(ReadFaultTest, StopEndsTheTerminalStateScansBackOff) {
   EXPECT_EQ(Counts("t").dead, 0);
 }
 
+// Issue 17: finishing a leftover CANCELED record (canceled in flight, its
+// delivery ended with an earlier process) gave up on a failed read or
+// write; the record stayed until a restart. It is tried again later.
+TEST_F(ReadFaultTest,
+       ALeftoverCanceledRecordIsFinishedAfterReadAndWriteErrors) {
+  PutRecord("t", "left", v1::JOB_STATE_CANCELED, kStartMs - 10);
+  Restart();
+  ASSERT_OK(service().Recover());
+  store_.FailNextReads(Read::kMultiGet, 1, ReadError());
+  store_.FailNextWrites(1, storage::FaultInjectingJobStore::IoError());
+  service().Start();
+  ASSERT_TRUE(WaitForReadFailures(1));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        clock_.AdvanceMs(100);  // to the next try
+        return !Stored("t", "left").has_value();
+      },
+      kWait, absl::Milliseconds(1)))
+      << "the leftover CANCELED record was never finished";
+  EXPECT_EQ(store_.injected_read_failures(), 1);
+  EXPECT_EQ(store_.injected_failures(), 1);
+  EXPECT_EQ(Counts("t").canceled, 0);
+}
+
 }  // namespace
 }  // namespace delayd::server::testing
