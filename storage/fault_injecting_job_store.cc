@@ -15,6 +15,11 @@ absl::Status FaultInjectingJobStore::NoSpace() {
       "by FaultInjectingJobStore");
 }
 
+absl::Status FaultInjectingJobStore::ReadError() {
+  return absl::UnavailableError(
+      "storage: read failed: IO error: injected by FaultInjectingJobStore");
+}
+
 void FaultInjectingJobStore::FailNextWrites(int count, absl::Status error) {
   absl::MutexLock lock(&mu_);
   error_ = std::move(error);
@@ -32,6 +37,78 @@ void FaultInjectingJobStore::FailWritesUntilResume(absl::Status error) {
 int64_t FaultInjectingJobStore::injected_failures() const {
   absl::MutexLock lock(&mu_);
   return injected_;
+}
+
+void FaultInjectingJobStore::FailNextReads(Read kind, int count,
+                                           absl::Status error) {
+  absl::MutexLock lock(&mu_);
+  read_faults_[static_cast<size_t>(kind)] = {std::move(error), count, false};
+}
+
+void FaultInjectingJobStore::FailReadsUntilCleared(Read kind,
+                                                   absl::Status error) {
+  absl::MutexLock lock(&mu_);
+  read_faults_[static_cast<size_t>(kind)] = {std::move(error), 0, true};
+}
+
+void FaultInjectingJobStore::ClearReadFaults() {
+  absl::MutexLock lock(&mu_);
+  read_faults_.fill(ReadFault());
+}
+
+int64_t FaultInjectingJobStore::injected_read_failures() const {
+  absl::MutexLock lock(&mu_);
+  return injected_reads_;
+}
+
+absl::Status FaultInjectingJobStore::ReadFaultFor(Read kind) const {
+  absl::MutexLock lock(&mu_);
+  for (Read k : {kind, Read::kAny}) {
+    ReadFault& fault = read_faults_[static_cast<size_t>(k)];
+    if (fault.until_cleared || fault.remaining > 0) {
+      if (fault.remaining > 0) --fault.remaining;
+      ++injected_reads_;
+      return fault.error;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<JobRecord>> FaultInjectingJobStore::Get(
+    std::string_view topic, std::string_view id) const {
+  if (absl::Status s = ReadFaultFor(Read::kGet); !s.ok()) return s;
+  return target_.Get(topic, id);
+}
+
+absl::StatusOr<std::vector<std::optional<JobRecord>>>
+FaultInjectingJobStore::MultiGet(std::span<const JobKeyView> keys) const {
+  if (absl::Status s = ReadFaultFor(Read::kMultiGet); !s.ok()) return s;
+  return target_.MultiGet(keys);
+}
+
+absl::Status FaultInjectingJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
+                                             DueVisitor visitor) const {
+  if (absl::Status s = ReadFaultFor(Read::kScanDue); !s.ok()) return s;
+  return target_.ScanDue(from_ms, to_ms, visitor);
+}
+
+absl::Status FaultInjectingJobStore::ScanExpiry(int64_t from_ms, int64_t to_ms,
+                                                DueVisitor visitor) const {
+  if (absl::Status s = ReadFaultFor(Read::kScanExpiry); !s.ok()) return s;
+  return target_.ScanExpiry(from_ms, to_ms, visitor);
+}
+
+absl::Status FaultInjectingJobStore::ScanJobs(std::string_view topic,
+                                              std::string_view id_prefix,
+                                              std::string_view start_after_id,
+                                              JobVisitor visitor) const {
+  if (absl::Status s = ReadFaultFor(Read::kScanJobs); !s.ok()) return s;
+  return target_.ScanJobs(topic, id_prefix, start_after_id, visitor);
+}
+
+absl::Status FaultInjectingJobStore::ScanTopics(TopicVisitor visitor) const {
+  if (absl::Status s = ReadFaultFor(Read::kScanTopics); !s.ok()) return s;
+  return target_.ScanTopics(visitor);
 }
 
 absl::Status FaultInjectingJobStore::Apply(std::span<const Mutation> mutations,

@@ -1,10 +1,13 @@
 // FaultInjectingJobStore: wraps another JobStore (borrowed, must outlive it)
-// and makes writes fail on demand, for tests of how the server handles a
-// full or broken disk. Reads, scans and successful writes pass through.
+// and makes writes and reads fail on demand, for tests of how the server
+// handles a full or broken disk. Unarmed, every call passes through. A read
+// fault fails the whole call before it reads or visits anything (as a
+// RocksDB iterator that fails on its first seek).
 // Thread-safe. Part of delayd_storage_testing.
 #ifndef DELAYD_STORAGE_FAULT_INJECTING_JOB_STORE_H_
 #define DELAYD_STORAGE_FAULT_INJECTING_JOB_STORE_H_
 
+#include <array>
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
@@ -19,6 +22,20 @@ class FaultInjectingJobStore final : public JobStore {
   // disk (codes UNAVAILABLE and RESOURCE_EXHAUSTED), marked as injected.
   static absl::Status IoError();
   static absl::Status NoSpace();
+  // The error RocksDbJobStore returns for a failed read (UNAVAILABLE),
+  // marked as injected.
+  static absl::Status ReadError();
+
+  // The kinds of read that can be made to fail; kAny stands for all.
+  enum class Read {
+    kGet,
+    kMultiGet,
+    kScanDue,
+    kScanExpiry,
+    kScanJobs,
+    kScanTopics,
+    kAny,
+  };
 
   explicit FaultInjectingJobStore(JobStore& target) : target_(target) {}
   FaultInjectingJobStore(const FaultInjectingJobStore&) = delete;
@@ -37,32 +54,35 @@ class FaultInjectingJobStore final : public JobStore {
   // Apply calls failed by injection so far.
   int64_t injected_failures() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The next `count` reads of `kind` (kAny: of any kind) fail with `error`.
+  // Replaces any earlier arming of that kind. A read matching both an armed
+  // kind and kAny uses up the kind's arming first.
+  // REQUIRES: !error.ok(), count >= 0.
+  void FailNextReads(Read kind, int count, absl::Status error)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Every read of `kind` (kAny: every read) fails with `error` until
+  // ClearReadFaults(). REQUIRES: !error.ok().
+  void FailReadsUntilCleared(Read kind, absl::Status error)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Disarms every read fault.
+  void ClearReadFaults() ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads failed by injection so far.
+  int64_t injected_read_failures() const ABSL_LOCKS_EXCLUDED(mu_);
+
   absl::Status Apply(std::span<const Mutation> mutations,
                      Durability durability) override;
   absl::StatusOr<std::optional<JobRecord>> Get(
-      std::string_view topic, std::string_view id) const override {
-    return target_.Get(topic, id);
-  }
+      std::string_view topic, std::string_view id) const override;
   absl::StatusOr<std::vector<std::optional<JobRecord>>> MultiGet(
-      std::span<const JobKeyView> keys) const override {
-    return target_.MultiGet(keys);
-  }
+      std::span<const JobKeyView> keys) const override;
   absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
-                       DueVisitor visitor) const override {
-    return target_.ScanDue(from_ms, to_ms, visitor);
-  }
+                       DueVisitor visitor) const override;
   absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
-                          DueVisitor visitor) const override {
-    return target_.ScanExpiry(from_ms, to_ms, visitor);
-  }
+                          DueVisitor visitor) const override;
   absl::Status ScanJobs(std::string_view topic, std::string_view id_prefix,
                         std::string_view start_after_id,
-                        JobVisitor visitor) const override {
-    return target_.ScanJobs(topic, id_prefix, start_after_id, visitor);
-  }
-  absl::Status ScanTopics(TopicVisitor visitor) const override {
-    return target_.ScanTopics(visitor);
-  }
+                        JobVisitor visitor) const override;
+  absl::Status ScanTopics(TopicVisitor visitor) const override;
   // Ends FailWritesUntilResume, then resumes the target.
   absl::Status Resume() override ABSL_LOCKS_EXCLUDED(mu_);
   // The target's stats, plus the injected failures as failed writes.
@@ -76,6 +96,20 @@ class FaultInjectingJobStore final : public JobStore {
   int remaining_ ABSL_GUARDED_BY(mu_) = 0;
   bool until_resume_ ABSL_GUARDED_BY(mu_) = false;
   int64_t injected_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // One read fault per Read kind (kAny last).
+  struct ReadFault {
+    absl::Status error;
+    int remaining = 0;
+    bool until_cleared = false;
+  };
+  // The injected error for a read of `kind`, or OK to pass it through.
+  absl::Status ReadFaultFor(Read kind) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Mutable: reads are const, and injecting a fault into one is state.
+  mutable std::array<ReadFault, static_cast<size_t>(Read::kAny) + 1>
+      read_faults_ ABSL_GUARDED_BY(mu_);
+  mutable int64_t injected_reads_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace delayd::storage

@@ -1,5 +1,6 @@
 #include "server/core/fire_path.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -10,6 +11,12 @@
 #include "server/jobs/job_key.h"
 
 namespace delayd::server {
+namespace {
+
+// How long after a failed read of the due index it is tried again.
+constexpr int64_t kRetryMs = 100;
+
+}  // namespace
 
 void FirePath::Start() { thread_ = std::thread(&FirePath::Loop, this); }
 
@@ -57,9 +64,18 @@ void FirePath::FireBatch(const std::vector<timer::TimerEntry>& all) {
   std::vector<timer::TimerEntry> fired;
   std::vector<uint64_t> lease_tags;
   fired.reserve(all.size());
+  bool retry = false;
   for (const timer::TimerEntry& e : all) {
     if (e.tag == kHorizonTag) {
       d_.horizon->Wake();
+      continue;
+    }
+    if (e.tag == kFireRetryTag) {
+      retry = true;
+      continue;
+    }
+    if (e.tag == kLeftoverRetryTag) {
+      d_.deliverer->OnLeftoverRetryTimer();
       continue;
     }
     if (IsLeaseTag(e.tag)) {
@@ -69,6 +85,16 @@ void FirePath::FireBatch(const std::vector<timer::TimerEntry>& all) {
     }
   }
   if (!lease_tags.empty()) d_.deliverer->OnLeaseTimers(std::move(lease_tags));
+  if (retry && !retries_.empty()) {
+    // The earlier failures, at their own due times, join this batch.
+    fired.insert(fired.end(), retries_.begin(), retries_.end());
+    retries_.clear();
+    std::stable_sort(
+        fired.begin(), fired.end(),
+        [](const timer::TimerEntry& a, const timer::TimerEntry& b) {
+          return a.due_ms < b.due_ms;
+        });
+  }
   // Ready jobs by topic, to count and to kick delivery once per topic.
   absl::flat_hash_map<std::string, int64_t> readied;
   // Entries come in due order; handle one millisecond at a time.
@@ -93,12 +119,15 @@ void FirePath::FireBatch(const std::vector<timer::TimerEntry>& all) {
           return true;
         });
     if (!scan.ok()) {
-      // Try again shortly rather than lose the jobs' timers.
+      // Try again shortly, at the same millisecond, rather than lose the
+      // jobs' timers.
       DELAYD_LOG_ERROR("fire: cannot read the due index at %d: %s", ms,
                        scan.ToString());
-      for (size_t i = begin; i < end; ++i) {
-        d_.scheduler->Add(d_.clock->NowMs() + 100, fired[i].tag);
+      if (retries_.empty()) {
+        d_.scheduler->Add(d_.clock->NowMs() + kRetryMs, kFireRetryTag);
       }
+      retries_.insert(retries_.end(), fired.begin() + begin,
+                      fired.begin() + end);
     }
     for (const JobKey& key : due) {
       if (d_.ledger->Due(key.topic, key.id)) ++readied[key.topic];

@@ -4,11 +4,17 @@
 //   * lease timers (kLeaseTagBit) go to the Deliverer, which ends expired
 //     leases;
 //   * the memory horizon's own timer (kHorizonTag) wakes the HorizonLoader;
+//   * the Deliverer's retry of leftover CANCELED records (kLeftoverRetryTag)
+//     goes to the Deliverer;
 //   * due timers are hints (JobTimers): under the keys' locks, the due index
 //     at the fired millisecond says which jobs are really due (not
 //     canceled, not moved). Those join their topic's ready queue through the
 //     JobLedger, and the Deliverer is kicked once per topic.
-// A failed read of the due index re-arms the tags 100 ms later.
+// A failed read of the due index is tried again 100 ms later, at the same
+// millisecond: the fired entries wait in a retry list, and a timer of the
+// fire path's own (kFireRetryTag) brings them back. (Re-arming the tags at
+// the retry time instead would scan the retry's millisecond, where the jobs'
+// due entries are not, and strand them until a restart.)
 //
 // Thread-safe.
 #ifndef DELAYD_SERVER_CORE_FIRE_PATH_H_
@@ -70,6 +76,11 @@ class FirePath {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
+
+  // Only the fire thread: the fired entries (at their original due time)
+  // whose due-index read failed. Not empty iff a kFireRetryTag timer is
+  // pending or fired and queued.
+  std::vector<timer::TimerEntry> retries_;
 };
 
 }  // namespace delayd::server

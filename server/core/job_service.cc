@@ -1,5 +1,6 @@
 #include "server/core/job_service.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -11,6 +12,14 @@
 #include "server/jobs/job_key.h"
 
 namespace delayd::server {
+namespace {
+
+// The terminal-state scan's back-off after a read error: 100 ms, doubling
+// up to 5 s.
+constexpr int64_t kScanRetryFirstMs = 100;
+constexpr int64_t kScanRetryMaxMs = 5000;
+
+}  // namespace
 
 JobService::JobService(storage::JobStore* store, timer::Clock* clock,
                        const Limits& limits, DeliveryMetrics* metrics,
@@ -82,30 +91,46 @@ void JobService::Start() {
   deliverer_.Start();
   horizon_.Start();
   sweeper_.Start();
-  terminal_scan_thread_ = std::thread([this] {
-    const absl::Time start = absl::Now();
-    std::vector<JobKey> canceled;
-    if (absl::Status s =
-            terminal_.Scan(*store_, locks_, terminal_scan_stop_, canceled);
-        !s.ok()) {
-      DELAYD_LOG_ERROR("counting DEAD, DONE and CANCELED jobs: %s",
-                       s.ToString());
-      return;
+  terminal_scan_waiter_ = clock_->NewWaiter();
+  terminal_scan_thread_ = std::thread(&JobService::ScanTerminalStates, this);
+}
+
+void JobService::ScanTerminalStates() {
+  const absl::Time start = absl::Now();
+  std::vector<JobKey> canceled;
+  int64_t retry_ms = kScanRetryFirstMs;
+  while (true) {
+    canceled.clear();
+    const absl::Status s =
+        terminal_.Scan(*store_, locks_, terminal_scan_stop_, canceled);
+    if (terminal_scan_stop_) return;
+    if (s.ok()) break;
+    DELAYD_LOG_ERROR(
+        "counting DEAD, DONE and CANCELED jobs: %s; trying again in %d ms",
+        s.ToString(), retry_ms);
+    const int64_t now_ms = clock_->NowMs();
+    const int64_t until_ms = now_ms > timer::Clock::kNoDeadline - retry_ms
+                                 ? timer::Clock::kNoDeadline
+                                 : now_ms + retry_ms;
+    while (!terminal_scan_stop_ && clock_->NowMs() < until_ms) {
+      terminal_scan_waiter_->WaitUntil(until_ms);
     }
     if (terminal_scan_stop_) return;
-    if (const absl::Duration took = absl::Now() - start;
-        took > absl::Seconds(1) || !canceled.empty()) {
-      DELAYD_LOG_INFO(
-          "counted DEAD, DONE and CANCELED jobs in %s; %d canceled records "
-          "left over",
-          absl::FormatDuration(took), canceled.size());
-    }
-    deliverer_.RemoveLeftoverCanceled(std::move(canceled));
-  });
+    retry_ms = std::min(retry_ms * 2, kScanRetryMaxMs);
+  }
+  if (const absl::Duration took = absl::Now() - start;
+      took > absl::Seconds(1) || !canceled.empty()) {
+    DELAYD_LOG_INFO(
+        "counted DEAD, DONE and CANCELED jobs in %s; %d canceled records "
+        "left over",
+        absl::FormatDuration(took), canceled.size());
+  }
+  deliverer_.RemoveLeftoverCanceled(std::move(canceled));
 }
 
 void JobService::Stop() {
   terminal_scan_stop_ = true;
+  if (terminal_scan_waiter_ != nullptr) terminal_scan_waiter_->Wake();
   scheduler_.Stop();
   fire_.Stop();
   horizon_.Stop();

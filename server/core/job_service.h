@@ -17,7 +17,8 @@
 // the timers and the live counts. Start then runs a background scan of the
 // job records that counts the DEAD, DONE and CANCELED jobs
 // (TerminalStateCounter) and finishes canceled-in-flight records left over
-// from an earlier process.
+// from an earlier process; after a read error it tries again (100 ms,
+// doubling up to 5 s, by the injected clock) until it succeeds or Stop.
 //
 // Thread-safe. Per-job read-modify-write is serialized by KeyLocks.
 #ifndef DELAYD_SERVER_CORE_JOB_SERVICE_H_
@@ -148,6 +149,10 @@ class JobService {
   size_t timers_pending() const { return scheduler_.size(); }
 
  private:
+  // The terminal-state scan thread's body: counts, retrying after read
+  // errors, then hands the leftover CANCELED records to the Deliverer.
+  void ScanTerminalStates();
+
   // Constant after construction.
   storage::JobStore* const store_;
   timer::Clock* const clock_;
@@ -173,6 +178,7 @@ class JobService {
   Sweeper sweeper_;
 
   std::atomic<bool> terminal_scan_stop_{false};
+  std::unique_ptr<timer::Clock::Waiter> terminal_scan_waiter_;  // by Start
   std::thread terminal_scan_thread_;
 };
 

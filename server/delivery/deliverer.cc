@@ -98,6 +98,10 @@ void Deliverer::OnLeaseTimers(std::vector<uint64_t> tags) {
   loop_.Run([this, tags = std::move(tags)] { endings_.ExpireLeases(tags); });
 }
 
+void Deliverer::OnLeftoverRetryTimer() {
+  loop_.Run([this] { endings_.RetryLeftoverCanceled(); });
+}
+
 bool Deliverer::HasLease(absl::string_view topic, absl::string_view id) {
   absl::MutexLock lock(&state_.mu);
   return state_.leases.Contains(JobKey{std::string(topic), std::string(id)});

@@ -86,6 +86,9 @@ class Deliverer {
   void Kick(absl::string_view topic) { loop_.Kick(topic); }
   // Lease timers fired (tags with kLeaseTagBit); called by the fire path.
   void OnLeaseTimers(std::vector<uint64_t> tags);
+  // The timer of RemoveLeftoverCanceled's retry fired (kLeftoverRetryTag);
+  // called by the fire path.
+  void OnLeftoverRetryTimer();
 
   absl::StatusOr<v1::AckResponse> Ack(const v1::AckRequest& req) {
     return acks_.Ack(req);
@@ -113,7 +116,8 @@ class Deliverer {
 
   // Finishes the CANCELED records of `keys` that have no lease and are not
   // retained (left over from a cancel in flight of an earlier process), on
-  // the delivery thread.
+  // the delivery thread. Those it cannot read or write are tried again a
+  // second later.
   void RemoveLeftoverCanceled(std::vector<JobKey> keys);
 
   // True when the delivery thread has nothing queued and is not working.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <optional>
 #include <utility>
 
@@ -196,6 +197,9 @@ void LeaseEndings::ExpireLeases(const std::vector<uint64_t>& tags) {
 }
 
 void LeaseEndings::DeleteLeftoverCanceled(const std::vector<JobKey>& keys) {
+  // How long after a failed read or write the keys are tried again.
+  constexpr int64_t kLeftoverRetryMs = 1000;
+  std::vector<JobKey> failed;
   for (size_t begin = 0; begin < keys.size(); begin += kChunk) {
     const size_t end = std::min(keys.size(), begin + kChunk);
     std::vector<uint64_t> hashes;
@@ -208,9 +212,10 @@ void LeaseEndings::DeleteLeftoverCanceled(const std::vector<JobKey>& keys) {
     absl::StatusOr<std::vector<std::optional<JobRecord>>> stored =
         d_.store->MultiGet(views);
     if (!stored.ok()) {
-      DELAYD_LOG_ERROR("cannot read canceled jobs: %s",
-                       stored.status().ToString());
-      return;
+      DELAYD_LOG_ERROR("cannot read canceled jobs: %s; trying again in %d ms",
+                       stored.status().ToString(), kLeftoverRetryMs);
+      failed.insert(failed.end(), keys.begin() + begin, keys.begin() + end);
+      continue;
     }
     std::vector<Mutation> mutations;
     const int64_t now_ms = d_.clock->NowMs();
@@ -229,13 +234,31 @@ void LeaseEndings::DeleteLeftoverCanceled(const std::vector<JobKey>& keys) {
     if (absl::Status s =
             d_.store->Apply(mutations, storage::Durability::kNoSync);
         !s.ok()) {
-      DELAYD_LOG_ERROR("cannot delete canceled jobs: %s", s.ToString());
+      DELAYD_LOG_ERROR("cannot delete canceled jobs: %s; trying again in %d ms",
+                       s.ToString(), kLeftoverRetryMs);
+      failed.insert(failed.end(), keys.begin() + begin, keys.begin() + end);
       continue;
     }
     for (const Mutation& m : mutations) {
       d_.ledger->Apply(JobLedger::Of(m, v1::JOB_STATE_CANCELED));
     }
   }
+  if (failed.empty()) return;
+  absl::MutexLock lock(&retry_mu_);
+  if (retry_.empty()) {
+    d_.scheduler->Add(d_.clock->NowMs() + kLeftoverRetryMs, kLeftoverRetryTag);
+  }
+  retry_.insert(retry_.end(), std::make_move_iterator(failed.begin()),
+                std::make_move_iterator(failed.end()));
+}
+
+void LeaseEndings::RetryLeftoverCanceled() {
+  std::vector<JobKey> keys;
+  {
+    absl::MutexLock lock(&retry_mu_);
+    keys.swap(retry_);
+  }
+  DeleteLeftoverCanceled(keys);
 }
 
 }  // namespace delayd::server

@@ -8,11 +8,13 @@
 // canceled in flight is finished instead (deleted, or CANCELED under
 // --retention). Each batch of endings is one unsynced store write: a
 // transition lost in a crash only causes a redelivery. A failed write
-// leaves the leases, whose timers try again a second later.
+// leaves the leases, whose timers try again a second later. Leftover
+// CANCELED records that cannot be read or written are kept in a retry list
+// and tried again a second later (a kLeftoverRetryTag timer).
 //
-// Thread-safe; ReleaseLeases, ExpireLeases and DeleteLeftoverCanceled do
-// store I/O and run on the delivery thread (WorkLoop tasks), EndDeliveries
-// also on an rpc thread (Nack).
+// Thread-safe; ReleaseLeases, ExpireLeases, DeleteLeftoverCanceled and
+// RetryLeftoverCanceled do store I/O and run on the delivery thread
+// (WorkLoop tasks), EndDeliveries also on an rpc thread (Nack).
 #ifndef DELAYD_SERVER_DELIVERY_LEASE_ENDINGS_H_
 #define DELAYD_SERVER_DELIVERY_LEASE_ENDINGS_H_
 
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "delayd/v1/delayd.pb.h"
 #include "server/delivery/delivery_state.h"
 #include "server/delivery/work_loop.h"
@@ -81,13 +84,21 @@ class LeaseEndings {
   // Lease timers fired (tags with kLeaseTagBit).
   void ExpireLeases(const std::vector<uint64_t>& tags);
   // Finishes the CANCELED records of `keys` that have no lease and are not
-  // retained.
+  // retained. Keys whose read or write fails join the retry list, whose
+  // timer (kLeftoverRetryTag) is armed a second ahead if it was empty.
   void DeleteLeftoverCanceled(const std::vector<JobKey>& keys);
+  // The retry timer fired: DeleteLeftoverCanceled of the retry list.
+  void RetryLeftoverCanceled();
 
  private:
   const DeliveryDeps d_;
   DeliveryState* const state_;
   WorkLoop* const loop_;
+  // A leaf but for the Scheduler's lock, taken under it.
+  absl::Mutex retry_mu_;
+  // Leftover CANCELED records to try again; not empty iff the retry timer
+  // is pending.
+  std::vector<JobKey> retry_ ABSL_GUARDED_BY(retry_mu_);
 };
 
 }  // namespace delayd::server

@@ -33,13 +33,20 @@ struct JobKey {
 // Wheel tags share one Scheduler between two tag spaces told apart by the
 // top bit: due timers carry a KeyHash (top bit clear), lease timers
 // kLeaseTagBit | a lease sequence number (see Deliverer; sequence numbers
-// start at 1). kHorizonTag, lease sequence 0, is the memory-horizon
-// loader's own timer (see JobService).
+// start at 1). Three lease sequences are never used and name timers of
+// their own: kHorizonTag, lease sequence 0, the memory-horizon loader's (see
+// JobService); kFireRetryTag, the last sequence, the fire path's retry of
+// due-index reads that failed (see FirePath); kLeftoverRetryTag, the one
+// before, the Deliverer's retry of leftover CANCELED records it could not
+// finish (see LeaseEndings::DeleteLeftoverCanceled).
 inline constexpr uint64_t kLeaseTagBit = uint64_t{1} << 63;
 inline constexpr uint64_t kHorizonTag = kLeaseTagBit;
+inline constexpr uint64_t kFireRetryTag = ~uint64_t{0};
+inline constexpr uint64_t kLeftoverRetryTag = ~uint64_t{0} - 1;
 
 inline bool IsLeaseTag(uint64_t tag) {
-  return (tag & kLeaseTagBit) != 0 && tag != kHorizonTag;
+  return (tag & kLeaseTagBit) != 0 && tag != kHorizonTag &&
+         tag != kFireRetryTag && tag != kLeftoverRetryTag;
 }
 
 // The due-timer tag of a job: a 63-bit hash of its key (top bit clear),

@@ -64,7 +64,6 @@ absl::Status TerminalStateCounter::Scan(const storage::JobStore& store,
                                         KeyLocks& locks,
                                         const std::atomic<bool>& stop,
                                         std::vector<JobKey>& canceled) {
-  std::array<absl::flat_hash_map<std::string, int64_t>, kStates> found;
   std::vector<std::string> topics;
   absl::Status status = store.ScanTopics([&](std::string_view topic) {
     topics.emplace_back(topic);
@@ -85,28 +84,35 @@ absl::Status TerminalStateCounter::Scan(const storage::JobStore& store,
           // the key's lock.
           KeyLocks::Guard guard(locks, KeyHash(topic, job.id()));
           absl::MutexLock lock(&mu_);
+          // A key already there was Noted first, or counted by this or an
+          // earlier, failed run: it is not counted again.
           if (first_[slot].try_emplace(JobKey{topic, job.id()}, 0).second) {
-            ++found[slot][topic];
+            ++found_[slot][topic];
           }
           return !stop;
         });
   }
+  // After an error, keep what was found and tracked for the next run.
+  if (!status.ok() && !stop) return status;
   // A write the scan read may not have been Noted yet: its record read in
   // a state not counted (a redrive of a DEAD job, say) took no key lock
   // above. Its writer holds the key's lock until it has Noted, so once
   // every lock held now has been released, all such Notes are in first_.
-  locks.AwaitWritesUnderWay();
+  if (!stop) locks.AwaitWritesUnderWay();
+  std::array<absl::flat_hash_map<std::string, int64_t>, kStates> found;
   {
     absl::MutexLock lock(&mu_);
-    for (size_t slot = 0; slot < kStates; ++slot) {
-      if (status.ok() && !stop) {
+    if (!stop) {
+      found = std::move(found_);
+      for (size_t slot = 0; slot < kStates; ++slot) {
         for (const auto& [key, delta] : first_[slot]) {
           if (delta < 0) ++found[slot][key.topic];
         }
-      } else {
-        found[slot].clear();
       }
+    }
+    for (size_t slot = 0; slot < kStates; ++slot) {
       first_[slot].clear();
+      found_[slot].clear();
     }
     tracking_ = false;
   }

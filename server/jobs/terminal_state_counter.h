@@ -17,6 +17,10 @@
 // in a state not counted has been Noted too. So the result is exact,
 // whatever interleaves.
 //
+// A scan that fails (a read error) counts nothing yet and keeps tracking:
+// run it again. What the failed run found is kept, and the keys it counted
+// stay marked, so the next run counts each job once.
+//
 // (The name predates DONE and CANCELED: DEAD was the first state counted
 // this way.)
 //
@@ -67,8 +71,10 @@ class TerminalStateCounter {
   // ones to the counts; appends the keys of CANCELED records that are not
   // retained to `canceled` (a cancel in flight whose delivery ended with an
   // earlier process). Blocking: run it on a background thread. Returns early
-  // (counting nothing) when `stop` becomes true, or with the store's error.
-  // Call at most once.
+  // (counting nothing, and ending the tracking) when `stop` becomes true.
+  // On the store's error it returns that error, counting nothing yet: call
+  // it again (with `canceled` emptied), until it returns OK; then never
+  // again. One call at a time.
   absl::Status Scan(const storage::JobStore& store, KeyLocks& locks,
                     const std::atomic<bool>& stop,
                     std::vector<JobKey>& canceled);
@@ -82,9 +88,13 @@ class TerminalStateCounter {
   TopicTable* const topics_;
   absl::Mutex mu_;
   // Until a scan has ended, per counted state: each touched key's first
-  // delta; 0 marks a key the scan has counted itself.
+  // delta; 0 marks a key a scan has counted itself (in found_).
   bool tracking_ ABSL_GUARDED_BY(mu_) = true;
   std::array<absl::flat_hash_map<JobKey, int>, kStates> first_
+      ABSL_GUARDED_BY(mu_);
+  // Per counted state and topic: the keys the scans so far have counted
+  // themselves, added to the counts when a scan succeeds.
+  std::array<absl::flat_hash_map<std::string, int64_t>, kStates> found_
       ABSL_GUARDED_BY(mu_);
 };
 

@@ -45,5 +45,110 @@ TEST(FaultInjectingJobStoreTest, FailsUntilResume) {
   EXPECT_EQ(store.injected_failures(), 3);
 }
 
+using Read = FaultInjectingJobStore::Read;
+
+// Each read of the store, by kind; returns its status.
+absl::Status DoRead(const JobStore& store, Read kind) {
+  auto visit_due = [](int64_t, std::string_view, std::string_view) {
+    return true;
+  };
+  switch (kind) {
+    case Read::kGet:
+      return store.Get("t", "a").status();
+    case Read::kMultiGet: {
+      const JobKeyView key{"t", "a"};
+      return store.MultiGet({&key, 1}).status();
+    }
+    case Read::kScanDue:
+      return store.ScanDue(0, INT64_MAX, visit_due);
+    case Read::kScanExpiry:
+      return store.ScanExpiry(0, INT64_MAX, visit_due);
+    case Read::kScanJobs:
+      return store.ScanJobs("t", "", "", [](const JobRecord&) { return true; });
+    case Read::kScanTopics:
+      return store.ScanTopics([](std::string_view) { return true; });
+    case Read::kAny:
+      break;
+  }
+  return absl::InternalError("no such read");
+}
+
+constexpr Read kEveryRead[] = {Read::kGet,      Read::kMultiGet,
+                               Read::kScanDue,  Read::kScanExpiry,
+                               Read::kScanJobs, Read::kScanTopics};
+
+TEST(FaultInjectingJobStoreTest, FailsTheNextReadsOfOneKindOnly) {
+  InMemoryJobStore target;
+  FaultInjectingJobStore store(target);
+  ASSERT_OK(PutOne(store, "a"));
+  for (Read kind : kEveryRead) {
+    store.FailNextReads(kind, 2, FaultInjectingJobStore::ReadError());
+    for (Read other : kEveryRead) {
+      if (other == kind) continue;
+      EXPECT_OK(DoRead(store, other));
+    }
+    EXPECT_EQ(DoRead(store, kind).code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(DoRead(store, kind).code(), absl::StatusCode::kUnavailable);
+    EXPECT_OK(DoRead(store, kind));
+  }
+  EXPECT_EQ(store.injected_read_failures(), 12);
+  EXPECT_EQ(store.injected_failures(), 0);  // writes untouched
+  EXPECT_OK(PutOne(store, "b"));
+}
+
+TEST(FaultInjectingJobStoreTest, AFailedScanVisitsNothing) {
+  InMemoryJobStore target;
+  FaultInjectingJobStore store(target);
+  ASSERT_OK(PutOne(store, "a"));
+  store.FailNextReads(Read::kScanDue, 1, FaultInjectingJobStore::ReadError());
+  int visited = 0;
+  EXPECT_EQ(store
+                .ScanDue(0, INT64_MAX,
+                         [&](int64_t, std::string_view, std::string_view) {
+                           ++visited;
+                           return true;
+                         })
+                .code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(visited, 0);
+}
+
+TEST(FaultInjectingJobStoreTest, FailsNextReadsOfAnyKindInTurn) {
+  InMemoryJobStore target;
+  FaultInjectingJobStore store(target);
+  store.FailNextReads(Read::kAny, 3, FaultInjectingJobStore::ReadError());
+  EXPECT_FALSE(DoRead(store, Read::kGet).ok());
+  EXPECT_FALSE(DoRead(store, Read::kScanDue).ok());
+  EXPECT_FALSE(DoRead(store, Read::kScanTopics).ok());
+  for (Read kind : kEveryRead) EXPECT_OK(DoRead(store, kind));
+  EXPECT_EQ(store.injected_read_failures(), 3);
+}
+
+TEST(FaultInjectingJobStoreTest, FailsReadsUntilCleared) {
+  InMemoryJobStore target;
+  FaultInjectingJobStore store(target);
+  ASSERT_OK(PutOne(store, "a"));
+  store.FailReadsUntilCleared(Read::kAny, absl::DataLossError("injected"));
+  for (int i = 0; i < 3; ++i) {
+    for (Read kind : kEveryRead) {
+      EXPECT_EQ(DoRead(store, kind).code(), absl::StatusCode::kDataLoss);
+    }
+  }
+  EXPECT_OK(PutOne(store, "b"));  // writes still work
+  store.ClearReadFaults();
+  for (Read kind : kEveryRead) EXPECT_OK(DoRead(store, kind));
+  ASSERT_OK_AND_ASSIGN(auto found, store.Get("t", "b"));
+  EXPECT_TRUE(found.has_value());
+  EXPECT_EQ(store.injected_read_failures(), 18);
+
+  // One kind until cleared, the others pass.
+  store.FailReadsUntilCleared(Read::kMultiGet,
+                              FaultInjectingJobStore::ReadError());
+  EXPECT_FALSE(DoRead(store, Read::kMultiGet).ok());
+  EXPECT_OK(DoRead(store, Read::kGet));
+  store.ClearReadFaults();
+  EXPECT_OK(DoRead(store, Read::kMultiGet));
+}
+
 }  // namespace
 }  // namespace delayd::storage

@@ -1,8 +1,10 @@
 // TerminalStateCounter: the background count of DEAD, DONE and CANCELED
-// records stays exact while jobs change under it.
+// records stays exact while jobs change under it, and after a scan that
+// failed part way is run again.
 #include "server/jobs/terminal_state_counter.h"
 
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -25,6 +27,57 @@ storage::JobRecord Record(const std::string& id, v1::JobState state) {
       storage::UnixMsToTimestamp(1'700'000'000'000);
   return record;
 }
+
+// An InMemoryJobStore whose ScanJobs of one topic fails (UNAVAILABLE) the
+// next `n` times: a scan that has counted the topics before it fails part
+// way. Everything else passes through.
+class FailingTopicStore final : public storage::JobStore {
+ public:
+  void FailScanJobs(std::string topic, int n) {
+    fail_topic_ = std::move(topic);
+    fail_count_ = n;
+  }
+
+  absl::Status Apply(std::span<const storage::Mutation> mutations,
+                     storage::Durability durability) override {
+    return store_.Apply(mutations, durability);
+  }
+  absl::StatusOr<std::optional<storage::JobRecord>> Get(
+      std::string_view topic, std::string_view id) const override {
+    return store_.Get(topic, id);
+  }
+  absl::StatusOr<std::vector<std::optional<storage::JobRecord>>> MultiGet(
+      std::span<const storage::JobKeyView> keys) const override {
+    return store_.MultiGet(keys);
+  }
+  absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
+                       DueVisitor visitor) const override {
+    return store_.ScanDue(from_ms, to_ms, visitor);
+  }
+  absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
+                          DueVisitor visitor) const override {
+    return store_.ScanExpiry(from_ms, to_ms, visitor);
+  }
+  absl::Status ScanJobs(std::string_view topic, std::string_view id_prefix,
+                        std::string_view start_after_id,
+                        JobVisitor visitor) const override {
+    if (topic == fail_topic_ && fail_count_ > 0) {
+      --fail_count_;
+      return absl::UnavailableError("injected read error");
+    }
+    return store_.ScanJobs(topic, id_prefix, start_after_id, visitor);
+  }
+  absl::Status ScanTopics(TopicVisitor visitor) const override {
+    return store_.ScanTopics(visitor);
+  }
+  absl::Status Resume() override { return store_.Resume(); }
+  storage::StoreStats stats() const override { return store_.stats(); }
+
+ private:
+  storage::InMemoryJobStore store_;
+  std::string fail_topic_;
+  mutable int fail_count_ = 0;
+};
 
 // A writer has written a DEAD job as SCHEDULED (a redrive) and holds its key
 // lock, but has not yet noted the change, when the scan reads the store: the
@@ -88,6 +141,56 @@ TEST(TerminalStateCounterTest, CountsWhatTheScanFindsAndWhatChangedMeanwhile) {
   // After the scan, Notes apply directly.
   counter.NoteChange("t", "a", v1::JOB_STATE_DEAD, v1::JOB_STATE_UNSPECIFIED);
   EXPECT_EQ(topics.CountsOf("t").dead, 1);
+}
+
+// Issue 17: a scan that failed on a read error ended the tracking of the
+// changes made meanwhile; it was not to be called again, and its counts
+// stayed too low until a restart. Now a failed scan counts nothing yet and
+// can be run again: the second run counts every job once — those the first
+// run had read before failing too — and honours what changed in between.
+TEST(TerminalStateCounterTest, AScanThatFailedPartWayCanRunAgainExactly) {
+  FailingTopicStore store;
+  std::vector<storage::Mutation> puts;
+  puts.push_back(
+      storage::Mutation::Put(Record("a", v1::JOB_STATE_DEAD), std::nullopt));
+  puts.push_back(
+      storage::Mutation::Put(Record("b", v1::JOB_STATE_DONE), std::nullopt));
+  storage::JobRecord in_u = Record("c", v1::JOB_STATE_DEAD);
+  in_u.mutable_job()->set_topic("u");
+  puts.push_back(storage::Mutation::Put(in_u, std::nullopt));
+  in_u.mutable_job()->set_id("d");
+  in_u.mutable_job()->set_state(v1::JOB_STATE_CANCELED);
+  puts.push_back(storage::Mutation::Put(in_u, std::nullopt));
+  ASSERT_OK(store.Apply(puts, storage::Durability::kSync));
+  TopicTable topics;
+  KeyLocks locks;
+  TerminalStateCounter counter(&topics);
+  std::atomic<bool> stop{false};
+
+  // The first run reads topic t, then fails on u.
+  store.FailScanJobs("u", 1);
+  std::vector<JobKey> canceled;
+  EXPECT_EQ(counter.Scan(store, locks, stop, canceled).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(topics.CountsOf("t").dead, 0);
+  EXPECT_EQ(topics.CountsOf("t").done, 0);
+  // Meanwhile t/a, DEAD when the counter was made, is redriven.
+  const storage::Mutation redrive = storage::Mutation::Put(
+      Record("a", v1::JOB_STATE_SCHEDULED), std::nullopt);
+  ASSERT_OK(store.Apply({&redrive, 1}, storage::Durability::kSync));
+  counter.NoteChange("t", "a", v1::JOB_STATE_DEAD, v1::JOB_STATE_SCHEDULED);
+
+  canceled.clear();
+  ASSERT_OK(counter.Scan(store, locks, stop, canceled));
+  EXPECT_EQ(topics.CountsOf("t").dead, 0);
+  EXPECT_EQ(topics.CountsOf("t").done, 1);
+  EXPECT_EQ(topics.CountsOf("u").dead, 1);
+  EXPECT_EQ(topics.CountsOf("u").canceled, 1);
+  ASSERT_EQ(canceled.size(), 1u);
+  EXPECT_EQ(canceled[0], (JobKey{"u", "d"}));
+  // After the scan, Notes apply directly.
+  counter.NoteChange("u", "c", v1::JOB_STATE_DEAD, v1::JOB_STATE_UNSPECIFIED);
+  EXPECT_EQ(topics.CountsOf("u").dead, 0);
 }
 
 }  // namespace
