@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "server/delivery/deliverer.h"
+#include "storage/forwarding_job_store.h"
 #include "storage/job_store.h"
 #include "tests/server/delivery/deliverer_test_util.h"
 
@@ -27,11 +28,11 @@ v1::RetryPolicy Attempts(uint32_t max_attempts) {
   return retry;
 }
 
-// Passes everything to `target`; runs `hook` once, after the first write
+// Passes everything to its target; runs `hook` once, after the first write
 // that leases a job (an IN_FLIGHT put), as the dispatcher's write returns.
-class HookedStore final : public storage::JobStore {
+class HookedStore final : public storage::ForwardingJobStore {
  public:
-  explicit HookedStore(storage::JobStore& target) : target_(target) {}
+  using ForwardingJobStore::ForwardingJobStore;
 
   void OnFirstLeaseWrite(std::function<void()> hook) {
     absl::MutexLock lock(&mu_);
@@ -40,7 +41,7 @@ class HookedStore final : public storage::JobStore {
 
   absl::Status Apply(std::span<const storage::Mutation> mutations,
                      storage::Durability durability) override {
-    absl::Status s = target_.Apply(mutations, durability);
+    absl::Status s = target().Apply(mutations, durability);
     std::function<void()> hook;
     {
       absl::MutexLock lock(&mu_);
@@ -56,35 +57,8 @@ class HookedStore final : public storage::JobStore {
     if (hook) hook();
     return s;
   }
-  absl::StatusOr<std::optional<storage::JobRecord>> Get(
-      std::string_view topic, std::string_view id) const override {
-    return target_.Get(topic, id);
-  }
-  absl::StatusOr<std::vector<std::optional<storage::JobRecord>>> MultiGet(
-      std::span<const storage::JobKeyView> keys) const override {
-    return target_.MultiGet(keys);
-  }
-  absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
-                       DueVisitor visitor) const override {
-    return target_.ScanDue(from_ms, to_ms, visitor);
-  }
-  absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
-                          DueVisitor visitor) const override {
-    return target_.ScanExpiry(from_ms, to_ms, visitor);
-  }
-  absl::Status ScanJobs(std::string_view topic, std::string_view id_prefix,
-                        std::string_view start_after_id,
-                        JobVisitor visitor) const override {
-    return target_.ScanJobs(topic, id_prefix, start_after_id, visitor);
-  }
-  absl::Status ScanTopics(TopicVisitor visitor) const override {
-    return target_.ScanTopics(visitor);
-  }
-  absl::Status Resume() override { return target_.Resume(); }
-  storage::StoreStats stats() const override { return target_.stats(); }
 
  private:
-  storage::JobStore& target_;
   absl::Mutex mu_;
   std::function<void()> hook_ ABSL_GUARDED_BY(mu_);
 };

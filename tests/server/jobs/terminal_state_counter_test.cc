@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "storage/forwarding_job_store.h"
 #include "storage/in_memory_job_store.h"
 #include "storage/job_record.h"
 #include "storage/mutation.h"
@@ -31,33 +32,15 @@ storage::JobRecord Record(const std::string& id, v1::JobState state) {
 // An InMemoryJobStore whose ScanJobs of one topic fails (UNAVAILABLE) the
 // next `n` times: a scan that has counted the topics before it fails part
 // way. Everything else passes through.
-class FailingTopicStore final : public storage::JobStore {
+class FailingTopicStore final : public storage::ForwardingJobStore {
  public:
+  FailingTopicStore() : ForwardingJobStore(memory_) {}
+
   void FailScanJobs(std::string topic, int n) {
     fail_topic_ = std::move(topic);
     fail_count_ = n;
   }
 
-  absl::Status Apply(std::span<const storage::Mutation> mutations,
-                     storage::Durability durability) override {
-    return store_.Apply(mutations, durability);
-  }
-  absl::StatusOr<std::optional<storage::JobRecord>> Get(
-      std::string_view topic, std::string_view id) const override {
-    return store_.Get(topic, id);
-  }
-  absl::StatusOr<std::vector<std::optional<storage::JobRecord>>> MultiGet(
-      std::span<const storage::JobKeyView> keys) const override {
-    return store_.MultiGet(keys);
-  }
-  absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
-                       DueVisitor visitor) const override {
-    return store_.ScanDue(from_ms, to_ms, visitor);
-  }
-  absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
-                          DueVisitor visitor) const override {
-    return store_.ScanExpiry(from_ms, to_ms, visitor);
-  }
   absl::Status ScanJobs(std::string_view topic, std::string_view id_prefix,
                         std::string_view start_after_id,
                         JobVisitor visitor) const override {
@@ -65,16 +48,13 @@ class FailingTopicStore final : public storage::JobStore {
       --fail_count_;
       return absl::UnavailableError("injected read error");
     }
-    return store_.ScanJobs(topic, id_prefix, start_after_id, visitor);
+    return ForwardingJobStore::ScanJobs(topic, id_prefix, start_after_id,
+                                        visitor);
   }
-  absl::Status ScanTopics(TopicVisitor visitor) const override {
-    return store_.ScanTopics(visitor);
-  }
-  absl::Status Resume() override { return store_.Resume(); }
-  storage::StoreStats stats() const override { return store_.stats(); }
 
  private:
-  storage::InMemoryJobStore store_;
+  // Constructed after the base, which only keeps a reference to it.
+  storage::InMemoryJobStore memory_;
   std::string fail_topic_;
   mutable int fail_count_ = 0;
 };

@@ -22,6 +22,7 @@
 #include "server/jobs/limits.h"
 #include "server/metrics/rpc_metrics.h"
 #include "server/timer/clock.h"
+#include "storage/forwarding_job_store.h"
 #include "storage/in_memory_job_store.h"
 #include "tests/support/poll.h"
 #include "tests/support/rpc_deadline.h"
@@ -37,8 +38,10 @@ constexpr absl::Duration kWait = absl::Seconds(10);
 
 // Passes everything through to an InMemoryJobStore, except that while armed
 // an Apply that writes topic kStalled blocks until Release().
-class StallingStore final : public storage::JobStore {
+class StallingStore final : public storage::ForwardingJobStore {
  public:
+  StallingStore() : ForwardingJobStore(memory_) {}
+
   void Stall() {
     absl::MutexLock lock(&mu_);
     stalling_ = true;
@@ -65,37 +68,12 @@ class StallingStore final : public storage::JobStore {
           +[](bool* stalling) { return !*stalling; }, &stalling_));
       --stalled_;
     }
-    return target_.Apply(mutations, durability);
+    return ForwardingJobStore::Apply(mutations, durability);
   }
-  absl::StatusOr<std::optional<storage::JobRecord>> Get(
-      std::string_view topic, std::string_view id) const override {
-    return target_.Get(topic, id);
-  }
-  absl::StatusOr<std::vector<std::optional<storage::JobRecord>>> MultiGet(
-      std::span<const storage::JobKeyView> keys) const override {
-    return target_.MultiGet(keys);
-  }
-  absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
-                       DueVisitor visitor) const override {
-    return target_.ScanDue(from_ms, to_ms, visitor);
-  }
-  absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
-                          DueVisitor visitor) const override {
-    return target_.ScanExpiry(from_ms, to_ms, visitor);
-  }
-  absl::Status ScanJobs(std::string_view topic, std::string_view id_prefix,
-                        std::string_view start_after_id,
-                        JobVisitor visitor) const override {
-    return target_.ScanJobs(topic, id_prefix, start_after_id, visitor);
-  }
-  absl::Status ScanTopics(TopicVisitor visitor) const override {
-    return target_.ScanTopics(visitor);
-  }
-  absl::Status Resume() override { return target_.Resume(); }
-  storage::StoreStats stats() const override { return target_.stats(); }
 
  private:
-  storage::InMemoryJobStore target_;
+  // Constructed after the base, which only keeps a reference to it.
+  storage::InMemoryJobStore memory_;
   absl::Mutex mu_;
   bool stalling_ ABSL_GUARDED_BY(mu_) = false;
   int stalled_ ABSL_GUARDED_BY(mu_) = 0;
