@@ -29,7 +29,9 @@ absl::Status Stale(absl::string_view field) {
 // A token that decodes, naming a valid key; INVALID_ARGUMENT otherwise.
 absl::StatusOr<AckToken> Decode(absl::string_view field, absl::string_view text,
                                 const Limits& limits) {
-  absl::StatusOr<AckToken> token = DecodeAckToken(field, text);
+  absl::StatusOr<AckToken> token = DecodeAckToken(
+      field, text,
+      MaxAckTokenChars(limits.max_topic_bytes, limits.max_id_bytes));
   if (!token.ok()) return token.status();
   if (!ValidateTopic("", token->topic, limits).ok() ||
       !ValidateId("", token->id, limits).ok() || token->id.empty()) {

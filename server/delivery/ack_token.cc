@@ -9,8 +9,9 @@ namespace {
 
 constexpr char kVersion = 2;
 constexpr char kVersionWithoutCheck = 1;
-// A token never needs more: topic and id are bounded by Limits.
-constexpr size_t kMaxTokenBytes = 4096;
+// Version, varint attempt (at most 5 bytes for 32 bits), nonce, check, and
+// a varint topic length.
+constexpr size_t kMaxFixedBytes = 1 + 5 + 8 + 8 + 10;
 
 void PutFixed64(std::string& out, uint64_t v) {
   for (int i = 0; i < 8; ++i)
@@ -61,12 +62,18 @@ std::string EncodeAckToken(const AckToken& token) {
   return out;
 }
 
+size_t MaxAckTokenChars(size_t max_topic_bytes, size_t max_id_bytes) {
+  const size_t raw = kMaxFixedBytes + max_topic_bytes + max_id_bytes;
+  return (raw + 2) / 3 * 4;  // base64, unpadded: never more than this
+}
+
 absl::StatusOr<AckToken> DecodeAckToken(absl::string_view field,
-                                        absl::string_view text) {
+                                        absl::string_view text,
+                                        size_t max_chars) {
   const absl::Status malformed = absl::InvalidArgumentError(
       absl::StrCat(field, ": not an ack token issued by this server"));
   std::string raw;
-  if (text.empty() || text.size() > kMaxTokenBytes ||
+  if (text.empty() || text.size() > max_chars ||
       !absl::WebSafeBase64Unescape(text, &raw)) {
     return malformed;
   }

@@ -10,10 +10,10 @@
 // Format (version 2), URL-safe base64 without padding of:
 //   0x02 | varint attempt | fixed64 nonce | fixed64 check (little endian) |
 //   varint len(topic) | topic | id
-// At most 1 + 5 + 16 + 2 + 128 + 256 = 408 bytes (Limits' topic and id),
-// 544 characters encoded, well within the decoder's 4096. A version 1 token (no
-// check; from before an upgrade, hence a restart) decodes with check 0, which
-// no lease has: stale.
+// With the default limits on topic (128 bytes) and id (256), at most
+// 1 + 5 + 16 + 2 + 128 + 256 = 408 bytes, 544 characters encoded
+// (MaxAckTokenChars). A version 1 token (no check; from before an upgrade,
+// hence a restart) decodes with check 0, which no lease has: stale.
 #ifndef DELAYD_SERVER_DELIVERY_ACK_TOKEN_H_
 #define DELAYD_SERVER_DELIVERY_ACK_TOKEN_H_
 
@@ -35,9 +35,15 @@ struct AckToken {
 
 std::string EncodeAckToken(const AckToken& token);
 
-// INVALID_ARGUMENT naming `field` when `text` is not a token of this format.
+// The length of the longest token whose topic has at most `max_topic_bytes`
+// and whose id at most `max_id_bytes`.
+size_t MaxAckTokenChars(size_t max_topic_bytes, size_t max_id_bytes);
+
+// INVALID_ARGUMENT naming `field` when `text` is not a token of this format,
+// or is longer than `max_chars` (checked before decoding anything).
 absl::StatusOr<AckToken> DecodeAckToken(absl::string_view field,
-                                        absl::string_view text);
+                                        absl::string_view text,
+                                        size_t max_chars);
 
 }  // namespace delayd::server
 

@@ -74,7 +74,7 @@ TEST_F(DelivererTest, AckAnswersEachTokenOnItsOwn) {
   ASSERT_TRUE(sub.sink->WaitFor(2));
   const std::string a = sub.sink->at(0).ack_token();
   const std::string b = sub.sink->at(1).ack_token();
-  ASSERT_OK_AND_ASSIGN(AckToken forged, DecodeAckToken("t", a));
+  ASSERT_OK_AND_ASSIGN(AckToken forged, DecodeAckToken("t", a, kMaxTokenChars));
   forged.nonce ^= 1;  // well formed, never issued: stale
   AckToken bad_topic = forged;
   bad_topic.topic = "no spaces allowed";

@@ -238,8 +238,8 @@ TEST_F(DelivererTest, NackBackoffOfZeroTimesInfinityStaysValid) {
 TEST(AckTokenTest, CarriesTheCheckAndDecodesVersion1AsNeverCurrent) {
   const AckToken token{"topic", "id", 7, 0x0123456789abcdef,
                        0xfedcba9876543210};
-  ASSERT_OK_AND_ASSIGN(AckToken back,
-                       DecodeAckToken("t", EncodeAckToken(token)));
+  ASSERT_OK_AND_ASSIGN(AckToken back, DecodeAckToken("t", EncodeAckToken(token),
+                                                     kMaxTokenChars));
   EXPECT_EQ(back.topic, "topic");
   EXPECT_EQ(back.id, "id");
   EXPECT_EQ(back.attempt, 7u);
@@ -253,15 +253,39 @@ TEST(AckTokenTest, CarriesTheCheckAndDecodesVersion1AsNeverCurrent) {
   v1 += "\x05topicid";
   std::string text;
   absl::WebSafeBase64Escape(v1, &text);
-  ASSERT_OK_AND_ASSIGN(back, DecodeAckToken("t", text));
+  ASSERT_OK_AND_ASSIGN(back, DecodeAckToken("t", text, kMaxTokenChars));
   EXPECT_EQ(back.nonce, token.nonce);
   EXPECT_EQ(back.check, 0u);
   EXPECT_EQ(back.id, "id");
   // The longest token of the longest key fits the decoder's bound.
   const AckToken longest{std::string(128, 't'), std::string(256, 'i'),
                          UINT32_MAX, ~uint64_t{0}, ~uint64_t{0}};
-  EXPECT_OK(DecodeAckToken("t", EncodeAckToken(longest)));
-  EXPECT_LE(EncodeAckToken(longest).size(), 544u);
+  EXPECT_OK(DecodeAckToken("t", EncodeAckToken(longest), kMaxTokenChars));
+  EXPECT_EQ(EncodeAckToken(longest).size(), 544u);
+  EXPECT_LE(EncodeAckToken(longest).size(), kMaxTokenChars);
+  // One character more than the bound: refused before decoding.
+  EXPECT_EQ(
+      DecodeAckToken("t", std::string(kMaxTokenChars + 1, 'A'), kMaxTokenChars)
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+// The decoder's bound on a token's length follows the limits on topics and
+// ids: with --max-topic-bytes and --max-id-bytes at the largest values the
+// flags allow (4096 each), a job of the longest topic and id is still acked.
+// (A fixed bound of 4096 characters refused its token as forged.)
+TEST_F(DelivererTest, AJobOfTheLongestTopicAndIdTheFlagsAllowIsAcked) {
+  limits_.max_topic_bytes = 4096;
+  limits_.max_id_bytes = 4096;
+  Restart();
+  service().Start();
+  const std::string topic(4096, 't');
+  const std::string id(4096, 'i');
+  Sub sub = Subscribe(topic);
+  MustSchedule(topic, id, 0);
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  EXPECT_EQ(AckCode(sub.sink->at(0).ack_token()), absl::StatusCode::kOk);
 }
 
 // What the store (or a predicted PRNG) tells about a delivery — topic, id,
@@ -281,7 +305,8 @@ TEST_F(DelivererTest, ATokenRebuiltFromTheStoredRecordIsRefused) {
   rebuilt.nonce = stored.delivery_nonce();
   EXPECT_EQ(AckCode(EncodeAckToken(rebuilt)),
             absl::StatusCode::kFailedPrecondition);
-  ASSERT_OK_AND_ASSIGN(AckToken issued, DecodeAckToken("t", token));
+  ASSERT_OK_AND_ASSIGN(AckToken issued,
+                       DecodeAckToken("t", token, kMaxTokenChars));
   // Any one bit of the secret part flipped: refused.
   for (int bit = 0; bit < 64; ++bit) {
     AckToken forged = issued;

@@ -34,7 +34,8 @@ TEST_F(DelivererTest, DeliversAtTheDueMillisecondWithTokenAttemptAndLease) {
   EXPECT_EQ(d.job().attempts(), 1u);
   EXPECT_EQ(d.attempt(), 1u);
   EXPECT_EQ(Ms(d.lease_expires_at()), kStartMs + 500 + 30'000);
-  ASSERT_OK_AND_ASSIGN(AckToken token, DecodeAckToken("t", d.ack_token()));
+  ASSERT_OK_AND_ASSIGN(AckToken token,
+                       DecodeAckToken("t", d.ack_token(), kMaxTokenChars));
   EXPECT_EQ(token.topic, "t");
   EXPECT_EQ(token.id, "a");
   EXPECT_EQ(token.attempt, 1u);

@@ -14,10 +14,15 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "server/delivery/ack_token.h"
 #include "server/delivery/delivery_sink.h"
 #include "tests/server/core/job_service_test_util.h"
 
 namespace delayd::server::testing {
+
+// The decoder's bound on a token under the default limits.
+inline const size_t kMaxTokenChars =
+    MaxAckTokenChars(Limits().max_topic_bytes, Limits().max_id_bytes);
 
 class FakeSink final : public DeliverySink {
  public:
