@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "grpc/impl/codegen/grpc_types.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -67,6 +68,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   int port = 0;
   builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(),
                            &port);
+  // gRPC sets SO_REUSEPORT by default: a second delayd on the same port (or,
+  // with port 0, one the kernel happened to pick twice) would bind it too
+  // and take half the connections, with a store of its own. One port, one
+  // server: a taken port is refused like any bind failure.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(server->service_.get());
   // A 1 MiB payload fits with room to spare; a ScheduleBatch is bounded by
   // this too.

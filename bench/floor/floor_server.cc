@@ -409,6 +409,7 @@ int main(int argc, char** argv) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // as delayd
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(16 << 20);  // as delayd
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

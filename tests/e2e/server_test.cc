@@ -207,6 +207,23 @@ TEST(ServerTest, InfiniteDurationFlagsAreRefusedNamingTheFlag) {
   }
 }
 
+// A second delayd on a port another one serves is refused, naming --listen.
+// gRPC sets SO_REUSEPORT on its listening sockets by default, so the second
+// bound the port too and the kernel split the connections between the two
+// processes (and their separate stores). With port 0 that happened by
+// chance: two servers of tests running side by side got the same port, and
+// a client reached the other test's server as it shut down (UNAVAILABLE):
+// DelayctlTest.ListFollowsPagesWithFiltersAndLimit failed that way on fresh
+// machines.
+TEST(ServerTest, ASecondServerOnTheSamePortIsRefused) {
+  ASSERT_OK_AND_ASSIGN(auto first, DelaydProcess::Start());
+  auto second = DelaydProcess::Start({"--listen=" + first->grpc_address()});
+  ASSERT_FALSE(second.ok()) << "started on " << (*second)->grpc_address();
+  EXPECT_NE(second.status().message().find("--listen: cannot serve gRPC on"),
+            std::string::npos)
+      << second.status();
+}
+
 // At the largest memory horizon and schedule-ahead allowed, a job given by
 // delay and one given by fire_at both fire (READY, no subscriber).
 TEST(ServerTest, JobsFireUnderTheLargestHorizonAndScheduleAhead) {

@@ -194,10 +194,10 @@ TEST_F(DelayctlTest, ListFollowsPagesWithFiltersAndLimit) {
   for (int i = 0; i < 25; ++i) {
     char id[8];
     std::snprintf(id, sizeof(id), "j%02d", i);
-    ASSERT_EQ(
-        Ctl({"schedule", "listing", absl::StrCat(i + 1, "m"), "p", "--id", id})
-            .exit_code,
-        0);
+    const CliResult scheduled =
+        Ctl({"schedule", "listing", absl::StrCat(i + 1, "m"), "p", "--id", id});
+    ASSERT_EQ(scheduled.exit_code, 0) << scheduled.err << "\nserver log:\n"
+                                      << server_->Log();
   }
   CliResult r =
       Ctl({"list", "listing", "--page-size", "7", "--limit", "0", "--json"});
