@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "delayd/proto_time.h"
@@ -128,7 +129,7 @@ class DelayQueueServiceTest : public ::testing::Test {
         v1::ScheduleResponse reply;
         const grpc::Status s = stub_->Schedule(
             &context,
-            ScheduleReq(kStalled, "s" + std::to_string(i), absl::Hours(1)),
+            ScheduleReq(kStalled, absl::StrCat("s", i), absl::Hours(1)),
             &reply);
         if (s.ok()) ++stalled_ok_;
       });
