@@ -72,8 +72,13 @@ def main():
         r = subprocess.run([args.delayctl, "--server", grpc_addr] + list(argv),
                            capture_output=True, text=True, env=env, timeout=60)
         if check and r.returncode != 0:
-            fail("delayctl %s: exit %d: %s" % (" ".join(argv), r.returncode,
-                                               r.stderr))
+            # Whether delayd is still running, and what it logged, tell a
+            # dead server from a refused call.
+            log.seek(0)
+            fail("delayctl %s: exit %d: %s\ndelayd %s; its log:\n%s" %
+                 (" ".join(argv), r.returncode, r.stderr,
+                  "running" if proc.poll() is None
+                  else "exited with %s" % proc.returncode, log.read()))
         return r
 
     try:
