@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "delayd/proto_time.h"
 #include "server/base/log.h"
+#include "server/base/saturating.h"
 #include "server/jobs/present.h"
 
 namespace delayd::server {
@@ -52,9 +53,7 @@ int64_t BackoffMs(const v1::RetryPolicy& retry, uint32_t attempt) {
 }
 
 int64_t LaterMs(int64_t now_ms, int64_t delay_ms) {
-  int64_t at = 0;
-  if (__builtin_add_overflow(now_ms, delay_ms, &at)) return kMaxTimestampUnixMs;
-  return std::min(at, kMaxTimestampUnixMs);
+  return std::min(SaturatingAdd(now_ms, delay_ms), kMaxTimestampUnixMs);
 }
 
 absl::StatusOr<std::vector<v1::Job>> LeaseEndings::EndDeliveries(
