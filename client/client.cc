@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/backoff.h"
+#include "client/connection/await_ready.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -99,6 +100,11 @@ absl::Status Client::Call(bool retry, const CallOptions& call, Fn attempt) {
   const int max_attempts = retry ? std::max(1, policy.max_attempts) : 1;
   absl::Duration backoff = policy.initial_backoff;
   absl::BitGen random;
+  // After a failed connection attempt the next comes within
+  // max_reconnect_backoff (the backoff and the resolver's rate are capped
+  // there, MakeChannel): wait for it, and a second for its handshakes.
+  connection::AwaitReady(*channel_, deadline,
+                         options_.max_reconnect_backoff + absl::Seconds(1));
   for (int n = 1;; ++n) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(deadline));

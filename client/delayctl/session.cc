@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "client/connection/await_ready.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -11,6 +12,11 @@
 
 namespace delayd::delayctl {
 namespace {
+
+// How long to keep trying after a connection attempt failed. Long enough
+// for several attempts (100 ms backoff growing 1.6x), short enough that a
+// server that is down is reported at once by a person's standard.
+constexpr absl::Duration kConnectPatience = absl::Seconds(1);
 
 // gRPC's codes are Abseil's, number for number and name for name.
 std::string CodeName(grpc::StatusCode code) {
@@ -29,32 +35,34 @@ Session::Session(std::string server, absl::Duration timeout, bool json,
   // 1 MiB; leave room above gRPC's 4 MiB default.
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
+  // Try a failed connection again soon (AwaitReady): gRPC's default first
+  // backoff is 1 s, and 1.51 connects again only after the resolver answers
+  // anew, which by default it does at most every 30 s.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 100);
   channel_ = grpc::CreateCustomChannel(
       server_, grpc::InsecureChannelCredentials(), args);
   stub_ = v1::DelayQueue::NewStub(channel_);
 }
 
-void Session::SetDeadline(grpc::ClientContext& context) const {
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+grpc_connectivity_state Session::AwaitReady(absl::Time deadline) const {
+  return connection::AwaitReady(*channel_, deadline, kConnectPatience);
 }
 
 Exit Session::Connect() {
-  const absl::Time deadline = absl::Now() + timeout_;
-  grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
-  while (state != GRPC_CHANNEL_READY) {
-    if (state == GRPC_CHANNEL_SHUTDOWN ||
-        state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+  switch (AwaitReady(absl::Now() + timeout_)) {
+    case GRPC_CHANNEL_READY:
+      return Exit::Ok();
+    case GRPC_CHANNEL_TRANSIENT_FAILURE:
+    case GRPC_CHANNEL_SHUTDOWN:
       return {kExitUnavailable, absl::StrCat("cannot reach server ", server_,
                                              ": connection failed")};
-    }
-    if (!channel_->WaitForStateChange(state, absl::ToChronoTime(deadline))) {
+    default:
       return {kExitUnavailable,
               absl::StrCat("cannot reach server ", server_, " within ",
                            absl::FormatDuration(timeout_))};
-    }
-    state = channel_->GetState(/*try_to_connect=*/true);
   }
-  return Exit::Ok();
 }
 
 Exit Session::RpcFailed(const grpc::Status& status) const {

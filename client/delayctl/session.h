@@ -59,11 +59,10 @@ class Session {
     return io_.stop != nullptr && io_.stop->load();
   }
 
-  // Sets the --timeout deadline on a context for a unary call.
-  void SetDeadline(grpc::ClientContext& context) const;
-
-  // Waits up to --timeout for the channel to connect. Fails fast (exit 3)
-  // when the connection is refused rather than waiting out the timeout.
+  // Waits up to --timeout for the channel to connect. A connection attempt
+  // that fails (refused, or closed before the server spoke HTTP/2) is tried
+  // again for up to kConnectPatience before this gives up with exit 3, so a
+  // refused connection fails in about a second, not at the timeout.
   Exit Connect();
 
   // The Exit of a failed rpc: 3 for UNAVAILABLE or a deadline missed without
@@ -74,12 +73,17 @@ class Session {
   // default values included).
   void PrintJson(const google::protobuf::Message& message);
 
-  // Calls a unary rpc of `stub` with the --timeout deadline.
+  // Calls a unary rpc of `stub` once the channel is connected (as Connect
+  // waits), all within one --timeout deadline. When no connection came, the
+  // call still goes out and fails at once with gRPC's own reason (refused,
+  // no such host) or at the deadline.
   template <typename Stub, typename Request, typename Response>
   grpc::Status Call(Stub& stub, UnaryRpc<Stub, Request, Response> rpc,
                     const Request& request, Response* response) const {
+    const absl::Time deadline = absl::Now() + timeout_;
+    AwaitReady(deadline);
     grpc::ClientContext context;
-    SetDeadline(context);
+    context.set_deadline(absl::ToChronoTime(deadline));
     return (stub.*rpc)(&context, request, response);
   }
 
@@ -117,6 +121,10 @@ class Session {
   }
 
  private:
+  // connection::AwaitReady with kConnectPatience (session.cc): waits for the
+  // channel to connect, until `deadline` or a second after an attempt failed.
+  grpc_connectivity_state AwaitReady(absl::Time deadline) const;
+
   const std::string server_;
   const absl::Duration timeout_;
   const bool json_;

@@ -22,6 +22,7 @@
 #include "grpcpp/support/client_interceptor.h"
 #include "gtest/gtest.h"
 #include "tests/client/client_fixture.h"
+#include "tests/support/dropping_proxy.h"
 
 namespace delayd::testing {
 namespace {
@@ -123,6 +124,30 @@ TEST_F(ClientTest, CancelSaysWhatHappened) {
   EXPECT_EQ(again->outcome(), v1::CANCEL_OUTCOME_NOT_FOUND);
   EXPECT_EQ(client_->GetJob("t", "c").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// A connection attempt that fails sent nothing, so every call, also the
+// ones never retried (Cancel, Schedule without an id), waits for the next
+// attempt. Before, a first attempt that failed (gRPC 1.51 can fail one that
+// was in progress, grpc/grpc#35064) came back to Cancel as UNAVAILABLE.
+TEST_F(ClientTest, CallsThatAreNeverRetriedOutlastAFailedConnectionAttempt) {
+  ASSERT_OK(client_->Schedule(JobAfter("t", "d", "", absl::Hours(1))));
+  const int port = std::stoi(address_.substr(address_.rfind(':') + 1));
+  DroppingProxy cancel_proxy(port, /*drop=*/1);
+  client::ClientOptions options = Options();
+  options.target = absl::StrCat("127.0.0.1:", cancel_proxy.port());
+  auto canceled = client::Client(options).Cancel("t", "d");
+  ASSERT_OK(canceled);
+  EXPECT_EQ(canceled->outcome(), v1::CANCEL_OUTCOME_CANCELED);
+  EXPECT_GE(cancel_proxy.accepted(), 2);
+
+  DroppingProxy schedule_proxy(port, /*drop=*/1);
+  options.target = absl::StrCat("127.0.0.1:", schedule_proxy.port());
+  auto scheduled =
+      client::Client(options).Schedule(JobAfter("t", "", "", absl::Hours(1)));
+  ASSERT_OK(scheduled);
+  EXPECT_TRUE(scheduled->created());
+  EXPECT_GE(schedule_proxy.accepted(), 2);
 }
 
 TEST_F(ClientTest, CancelByPrefixCountsAndLeavesTheRest) {

@@ -64,8 +64,11 @@ RULES = {
     'server': ((NO_ROCKSDB,), ANYTHING),  # the composition root
     'client': ((NO_ROCKSDB, NO_SERVER, NO_STORAGE),
                CLIENT_API + ('client/', 'delayd/client.h')),
+    'client/connection': ((NO_ROCKSDB, NO_SERVER, NO_STORAGE, NO_CLIENT_LIB),
+                          CLIENT_API + ('client/connection/',)),
     'client/delayctl': ((NO_ROCKSDB, NO_SERVER, NO_STORAGE, NO_CLIENT_LIB),
-                        CLIENT_API + ('client/delayctl/',)),
+                        CLIENT_API + ('client/delayctl/',
+                                      'client/connection/')),
 }
 
 

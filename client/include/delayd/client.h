@@ -34,6 +34,12 @@
 //     retry after a lost attempt that canceled would answer NOT_FOUND.
 //     Call it again yourself, knowing that.
 // DEADLINE_EXCEEDED and every other code are returned at once.
+// Before a call's first attempt the client waits for a connection, giving a
+// connection attempt that failed time for one more (max_reconnect_backoff
+// plus 1 s): a failed attempt sent nothing, so this holds for every call, the
+// ones that are never retried too. (gRPC 1.51 can fail an attempt that was
+// still in progress, grpc/grpc#35064.) So a server that is down is reported
+// after that wait (3 s by default), or at the deadline if it is sooner.
 #ifndef DELAYD_CLIENT_INCLUDE_DELAYD_CLIENT_H_
 #define DELAYD_CLIENT_INCLUDE_DELAYD_CLIENT_H_
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -28,6 +29,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "gtest/gtest.h"
 #include "tests/client/delayctl/cli_process.h"
+#include "tests/support/dropping_proxy.h"
 #include "tests/support/poll.h"
 #include "tests/support/server_process.h"
 
@@ -399,6 +401,34 @@ TEST_F(DelayctlTest, ServerFromEnvironment) {
       RunCli({"health"}, "", {"DELAYD_SERVER=" + server_->grpc_address()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "SERVING\n");
+}
+
+// gRPC 1.51 reads connect(2)'s errno only after other calls that may change
+// it (fixed upstream in grpc/grpc#35064): on a machine without /sys, glibc's
+// first malloc arena setup leaves ENOENT there, and a connection attempt that
+// was in progress fails as "No such file or directory". Seen as a delayctl
+// call exiting 3 against a healthy server (metrics_promtool on a fresh
+// machine). A failed connection attempt carried no request, so delayctl
+// tries again within its --timeout; every command goes through Session.
+TEST_F(DelayctlTest, AFailedFirstConnectionAttemptIsTriedAgain) {
+  const std::string& address = server_->grpc_address();
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port));
+  ASSERT_EQ(Ctl({"schedule", "retry.due", "now", "x"}).exit_code, 0);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"health"},
+        std::vector<std::string>{"schedule", "retry.connect", "1h", "x"},
+        std::vector<std::string>{"stats", "retry.connect"},
+        std::vector<std::string>{"subscribe", "retry.due", "--count", "1",
+                                 "--ack"}}) {
+    DroppingProxy proxy(port, /*drop=*/1);
+    std::vector<std::string> argv = args;
+    argv.insert(argv.begin(),
+                absl::StrCat("--server=127.0.0.1:", proxy.port()));
+    CliResult r = RunCli(argv);
+    EXPECT_EQ(r.exit_code, 0) << argv[1] << ": " << r.err;
+    EXPECT_GE(proxy.accepted(), 2) << argv[1];
+  }
 }
 
 TEST(DelayctlUsageTest, UnreachableServerFailsFastWithOneLine) {
