@@ -200,10 +200,10 @@ void Dispatcher::Dispatch(const std::string& topic) {
         send.delivery.mutable_job()->Swap(
             mutations[k].mutable_record().mutable_job());
       }
-      // Credit reserved for nobody (jobs gone, not due, orphaned) returns.
-      for (size_t k = picked.size(); k < slots.size(); ++k) {
-        state_->subscribers.Unreserve(slots[k]);
-      }
+      // Credit reserved for nobody (fewer ready than reserved, jobs gone or
+      // not due) returns, and the round-robin goes on from there.
+      state_->subscribers.GiveBack(
+          topic, absl::MakeConstSpan(slots).subspan(picked.size()));
     }
     topics.AddInFlight(topic, static_cast<int64_t>(sends.size()));
     if (!written.ok()) {

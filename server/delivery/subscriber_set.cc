@@ -63,8 +63,19 @@ std::vector<uint64_t> SubscriberSet::Reserve(const std::string& topic,
   return slots;
 }
 
-void SubscriberSet::Unreserve(uint64_t id) {
-  if (Subscriber* sub = Find(id); sub != nullptr) --sub->in_flight;
+void SubscriberSet::GiveBack(const std::string& topic,
+                             absl::Span<const uint64_t> unused) {
+  if (unused.empty()) return;
+  for (uint64_t id : unused) {
+    if (Subscriber* sub = Find(id); sub != nullptr) --sub->in_flight;
+  }
+  auto it = topics_.find(topic);
+  if (it == topics_.end()) return;
+  TopicOrder& t = it->second;
+  auto first = std::find(t.ids.begin(), t.ids.end(), unused.front());
+  if (first != t.ids.end()) {
+    t.cursor = static_cast<size_t>(first - t.ids.begin());
+  }
 }
 
 void SubscriberSet::AttachLease(uint64_t id, const JobKey& key) {

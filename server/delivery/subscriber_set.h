@@ -20,6 +20,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/types/span.h"
 #include "server/delivery/delivery_sink.h"
 #include "server/jobs/job_key.h"
 
@@ -54,9 +55,12 @@ class SubscriberSet {
   // Reserves up to `max` credits round-robin over the topic's subscribers
   // with free credit; one subscriber id per credit. None once Close()d.
   std::vector<uint64_t> Reserve(const std::string& topic, size_t max);
-  // Gives back one credit reserved for `id` and not used (ignored for an
-  // unknown id).
-  void Unreserve(uint64_t id);
+  // Gives back the credits of a Reserve(topic) that were not used: `unused`
+  // is the tail of the reserved slots, in order (ids no longer known are
+  // ignored). The round-robin goes on from the first of them, so a
+  // reservation larger than the work it found moves the turn only by what
+  // was used.
+  void GiveBack(const std::string& topic, absl::Span<const uint64_t> unused);
   // A lease of `key` starts on a credit reserved for `id`. REQUIRES: `id`
   // known.
   void AttachLease(uint64_t id, const JobKey& key);

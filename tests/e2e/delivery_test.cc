@@ -74,6 +74,34 @@ TEST_F(DeliveryTest,
   })) << client_->StatsOf("share").DebugString();
 }
 
+// 900 jobs over 3 s, each acked on arrival: one or two ready per dispatch
+// round. Before, the round-robin skipped past the credit it gave back, and
+// the first subscriber got most of them (an outside client saw 215/440/245).
+TEST_F(DeliveryTest, ThreeSubscribersShareJobsSpreadOverThreeSeconds) {
+  std::vector<TestSubscriber*> subs;
+  for (int i = 0; i < 3; ++i) {
+    subs.push_back(&Subscribe("trickle", 50, /*auto_ack=*/true));
+  }
+  ASSERT_TRUE(Eventually(
+      [&] { return client_->StatsOf("trickle").subscribers() == 3; }));
+  const absl::Time start = absl::Now() + absl::Milliseconds(500);
+  v1::ScheduleBatchRequest batch;
+  for (int i = 0; i < 900; ++i) {
+    *batch.add_requests() = Request(SpecAt("trickle", absl::StrCat("j", i),
+                                           start + i * absl::Seconds(3) / 900));
+  }
+  ASSERT_RPC_OK(client_->ScheduleBatch(batch));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return subs[0]->count() + subs[1]->count() + subs[2]->count() >= 900;
+      },
+      absl::Seconds(60)));
+  for (TestSubscriber* sub : subs) {
+    EXPECT_GE(sub->count(), 255u);  // 300 within 15%
+    EXPECT_LE(sub->count(), 345u);
+  }
+}
+
 TEST_F(DeliveryTest, AKilledSubscribersJobsGoToAnotherWithAttemptTwo) {
   TestSubscriber& doomed = Subscribe("kill", 100);
   ASSERT_TRUE(

@@ -1,5 +1,5 @@
 // SubscriberSet: credit handed out round-robin over the subscribers of a
-// topic that have some free, returned by Unreserve and DetachLease.
+// topic that have some free, returned by GiveBack and DetachLease.
 #include "server/delivery/subscriber_set.h"
 
 #include <memory>
@@ -38,9 +38,30 @@ TEST(SubscriberSetTest, ASubscriberOutOfCreditIsSkipped) {
   SubscriberSet set;
   const uint64_t slow = set.Add("t", "slow", 1, Sink());
   const uint64_t fast = set.Add("t", "fast", 3, Sink());
-  EXPECT_THAT(set.Reserve("t", 10), ElementsAre(slow, fast, fast, fast));
-  set.Unreserve(fast);
+  const std::vector<uint64_t> slots = set.Reserve("t", 10);
+  EXPECT_THAT(slots, ElementsAre(slow, fast, fast, fast));
+  set.GiveBack("t", absl::MakeConstSpan(slots).subspan(3));
   EXPECT_THAT(set.Reserve("t", 10), ElementsAre(fast));
+}
+
+TEST(SubscriberSetTest, GiveBackGoesOnFromTheFirstUnusedCredit) {
+  SubscriberSet set;
+  const uint64_t a = set.Add("t", "a", 50, Sink());
+  const uint64_t b = set.Add("t", "b", 50, Sink());
+  const uint64_t c = set.Add("t", "c", 50, Sink());
+  // A chunk reserved for one job: the next turn is b's, then c's, then a's.
+  for (uint64_t expected : {a, b, c, a, b}) {
+    const std::vector<uint64_t> slots = set.Reserve("t", 256);
+    ASSERT_EQ(slots.size(), 150u);
+    EXPECT_EQ(slots[0], expected);
+    set.GiveBack("t", absl::MakeConstSpan(slots).subspan(1));
+    set.Find(slots[0])->in_flight--;  // its job was acked
+  }
+  // Two of three used: the third goes first next time.
+  std::vector<uint64_t> slots = set.Reserve("t", 3);
+  ASSERT_THAT(slots, ElementsAre(c, a, b));
+  set.GiveBack("t", absl::MakeConstSpan(slots).subspan(2));
+  EXPECT_EQ(set.Reserve("t", 1)[0], b);
 }
 
 TEST(SubscriberSetTest, ALeaseHoldsItsCreditUntilDetached) {
