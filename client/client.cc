@@ -62,7 +62,7 @@ v1::JobKey KeyOf(const std::string& topic, const std::string& id) {
 DeliveryStream::~DeliveryStream() {
   if (!finished_) {
     context_.TryCancel();
-    v1::Delivery ignored;
+    v1::SubscribeResponse ignored;
     while (reader_->Read(&ignored)) {
     }
     (void)reader_->Finish();
@@ -70,7 +70,31 @@ DeliveryStream::~DeliveryStream() {
 }
 
 bool DeliveryStream::Next(v1::Delivery* delivery) {
-  return reader_->Read(delivery);
+  while (next_ == message_.deliveries_size()) {
+    next_ = 0;
+    if (!reader_->Read(&message_)) {
+      message_.Clear();
+      return false;
+    }
+  }
+  delivery->Swap(message_.mutable_deliveries(next_++));
+  return true;
+}
+
+bool DeliveryStream::NextBatch(std::vector<v1::Delivery>* deliveries) {
+  if (next_ == message_.deliveries_size()) {
+    next_ = 0;
+    do {
+      if (!reader_->Read(&message_)) {
+        message_.Clear();
+        return false;
+      }
+    } while (message_.deliveries_size() == 0);
+  }
+  for (; next_ < message_.deliveries_size(); ++next_) {
+    deliveries->emplace_back().Swap(message_.mutable_deliveries(next_));
+  }
+  return true;
 }
 
 void DeliveryStream::Cancel() { context_.TryCancel(); }
@@ -255,11 +279,13 @@ absl::StatusOr<std::vector<v1::Job>> Client::ListAllJobs(
 
 std::unique_ptr<DeliveryStream> Client::Subscribe(const std::string& topic,
                                                   const std::string& consumer,
-                                                  uint32_t max_in_flight) {
+                                                  uint32_t max_in_flight,
+                                                  uint32_t max_batch) {
   v1::SubscribeRequest request;
   request.set_topic(topic);
   request.set_consumer(consumer);
   request.set_max_in_flight(max_in_flight);
+  request.set_max_batch(max_batch);
   std::unique_ptr<DeliveryStream> stream(new DeliveryStream());
   stream->reader_ = stub_->Subscribe(&stream->context_, request);
   return stream;

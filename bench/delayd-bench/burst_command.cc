@@ -29,6 +29,7 @@ int BurstCommand(Args& args, bool herd) {
   const int batch = static_cast<int>(args.Int("batch", herd ? 1000 : 1));
   const int subscribers = static_cast<int>(args.Int("subscribers", 4));
   const int64_t max_in_flight = args.Int("max-in-flight", 1000);
+  const int64_t max_batch = args.Int("max-batch", 0);
   const int64_t lead_ms = args.Int("lead-ms", herd ? 30'000 : 10'000);
   const int64_t window_ms = args.Int("window-ms", herd ? 1 : 2000);
   const double max_wait_s = args.Double("max-wait-seconds", 120);
@@ -37,8 +38,9 @@ int BurstCommand(Args& args, bool herd) {
       static_cast<int>(args.Int("background-batch", 1000));
   args.CheckAllUsed();
   if (jobs < 1 || producers < 1 || producers > 9 || batch < 1 || batch > 1000 ||
-      subscribers < 1 || max_in_flight < 1 || lead_ms < 0 || window_ms < 1 ||
-      background < 0 || background_batch < 1 || background_batch > 1000) {
+      subscribers < 1 || max_in_flight < 1 || max_batch < 0 ||
+      max_batch > 10000 || lead_ms < 0 || window_ms < 1 || background < 0 ||
+      background_batch < 1 || background_batch > 1000) {
     std::fprintf(stderr, "delayd-bench burst: option out of range\n");
     return 2;
   }
@@ -73,7 +75,8 @@ int BurstCommand(Args& args, bool herd) {
   for (int i = 0; i < subscribers; ++i) {
     subs.push_back(std::make_unique<Subscriber>(
         NewChannel(target, 500 + i), topic, "bench-" + std::to_string(i),
-        static_cast<uint32_t>(max_in_flight), &tally));
+        static_cast<uint32_t>(max_in_flight), static_cast<uint32_t>(max_batch),
+        &tally));
   }
   const double sub_deadline = MonoS() + 30;
   ServerCounts counts;
@@ -115,9 +118,10 @@ int BurstCommand(Args& args, bool herd) {
   for (double x : lat) mean += x;
   if (!lat.empty()) mean /= static_cast<double>(lat.size());
   double first = 1e300, last = 0;
-  int64_t acked = 0, ack_errors = 0, ack_calls = 0;
+  int64_t acked = 0, ack_errors = 0, ack_calls = 0, messages = 0;
   std::string stream_error;
   for (auto& s : subs) {
+    messages += s->messages();
     if (s->deliveries() > 0) {
       first = std::min(first, s->first_recv_ms());
       last = std::max(last, s->last_recv_ms());
@@ -146,7 +150,9 @@ int BurstCommand(Args& args, bool herd) {
   j.Num("window_ms", static_cast<double>(window_ms));
   j.Num("consumers", subscribers);
   j.Num("max_in_flight", static_cast<double>(max_in_flight));
+  j.Num("max_batch", static_cast<double>(max_batch));
   j.Num("received", static_cast<double>(lat.size()));
+  j.Num("stream_messages", static_cast<double>(messages));
   j.Num("duplicates", static_cast<double>(tally.duplicates.load()));
   j.Num("early", static_cast<double>(tally.early.load()));
   j.Num("foreign", static_cast<double>(tally.foreign.load()));

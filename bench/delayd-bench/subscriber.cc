@@ -18,11 +18,12 @@ Tally::Tally(int64_t jobs, size_t id_prefix_len, std::vector<int64_t> offsets)
 
 Subscriber::Subscriber(std::shared_ptr<grpc::Channel> channel,
                        const std::string& topic, const std::string& consumer,
-                       uint32_t max_in_flight, Tally* tally)
+                       uint32_t max_in_flight, uint32_t max_batch, Tally* tally)
     : stub_(v1::DelayQueue::NewStub(std::move(channel))), tally_(tally) {
   request_.set_topic(topic);
   request_.set_consumer(consumer);
   request_.set_max_in_flight(max_in_flight);
+  request_.set_max_batch(max_batch);
   reader_ = std::thread([this] { Read(); });
   acker_ = std::thread([this] { AckLoop(); });
 }
@@ -50,35 +51,40 @@ void Subscriber::Stop(double timeout_ms) {
 }
 
 void Subscriber::Read() {
-  std::unique_ptr<grpc::ClientReader<v1::Delivery>> reader =
+  std::unique_ptr<grpc::ClientReader<v1::SubscribeResponse>> reader =
       stub_->Subscribe(&context_, request_);
-  v1::Delivery delivery;
+  v1::SubscribeResponse message;
   const int64_t jobs = static_cast<int64_t>(tally_->lateness_ms.size());
-  while (reader->Read(&delivery)) {
+  while (reader->Read(&message)) {
     const double now = NowMs();
-    const v1::Job& job = delivery.job();
     if (first_recv_ms_ == 0) first_recv_ms_ = now;
     last_recv_ms_ = now;
-    ++deliveries_;
-    const double fire_at_ms =
-        job.fire_at().seconds() * 1e3 + job.fire_at().nanos() / 1e6;
-    if (now < fire_at_ms) tally_->early.fetch_add(1);
-    const int64_t due = PayloadDueMs(job.payload());
-    const int64_t index =
-        JobIndex(job.id(), tally_->id_prefix_len, tally_->offsets);
-    if (due < 0 || index < 0 || index >= jobs) {
-      tally_->foreign.fetch_add(1);
-    } else if (tally_->seen[index].exchange(1) != 0) {
-      tally_->duplicates.fetch_add(1);
-    } else {
-      tally_->lateness_ms[index] = now - static_cast<double>(due);
-      tally_->received.fetch_add(1, std::memory_order_relaxed);
+    ++messages_;
+    for (const v1::Delivery& delivery : message.deliveries()) {
+      const v1::Job& job = delivery.job();
+      ++deliveries_;
+      const double fire_at_ms =
+          job.fire_at().seconds() * 1e3 + job.fire_at().nanos() / 1e6;
+      if (now < fire_at_ms) tally_->early.fetch_add(1);
+      const int64_t due = PayloadDueMs(job.payload());
+      const int64_t index =
+          JobIndex(job.id(), tally_->id_prefix_len, tally_->offsets);
+      if (due < 0 || index < 0 || index >= jobs) {
+        tally_->foreign.fetch_add(1);
+      } else if (tally_->seen[index].exchange(1) != 0) {
+        tally_->duplicates.fetch_add(1);
+      } else {
+        tally_->lateness_ms[index] = now - static_cast<double>(due);
+        tally_->received.fetch_add(1, std::memory_order_relaxed);
+      }
     }
     bool wake;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      to_ack_.push_back(std::move(*delivery.mutable_ack_token()));
-      wake = to_ack_.size() == 1;
+      wake = to_ack_.empty();
+      for (v1::Delivery& delivery : *message.mutable_deliveries()) {
+        to_ack_.push_back(std::move(*delivery.mutable_ack_token()));
+      }
     }
     if (wake) cv_.notify_all();
   }

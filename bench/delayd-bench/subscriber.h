@@ -41,7 +41,8 @@ struct Tally {
 class Subscriber {
  public:
   Subscriber(std::shared_ptr<grpc::Channel> channel, const std::string& topic,
-             const std::string& consumer, uint32_t max_in_flight, Tally* tally);
+             const std::string& consumer, uint32_t max_in_flight,
+             uint32_t max_batch, Tally* tally);
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
   ~Subscriber();
@@ -54,6 +55,8 @@ class Subscriber {
   double first_recv_ms() const { return first_recv_ms_; }
   double last_recv_ms() const { return last_recv_ms_; }
   int64_t deliveries() const { return deliveries_; }
+  // Stream messages read (each carries one or more deliveries).
+  int64_t messages() const { return messages_; }
   int64_t acked() const { return acked_; }
   int64_t ack_errors() const { return ack_errors_; }
   int64_t ack_calls() const { return ack_calls_; }
@@ -77,6 +80,7 @@ class Subscriber {
   double first_recv_ms_ = 0;
   double last_recv_ms_ = 0;
   int64_t deliveries_ = 0;
+  int64_t messages_ = 0;
   std::string stream_error_;
 
   // Acker thread only (read by others after it is joined).

@@ -52,28 +52,27 @@ google::protobuf::Timestamp Ts(int64_t ms) {
 }
 
 // One Subscribe stream's write side, as server/rpc/subscribe_reactor.cc: one
-// write outstanding, the rest queued, buffer_hint on all but the last of a
-// run. Shared with the timer thread, which may Send after the stream ended:
-// those are dropped. The reactor is touched only while a write is
-// outstanding or before Finish, so never after OnDone.
+// write outstanding, each write a message of as many queued deliveries as
+// max_batch and 1 MiB allow, buffer_hint when more wait. Shared with the
+// timer thread, which may Send after the stream ended: those are dropped.
+// The reactor is touched only while a write is outstanding or before
+// Finish, so never after OnDone.
 class Stream {
  public:
-  explicit Stream(grpc::ServerWriteReactor<v1::Delivery>* reactor)
-      : reactor_(reactor) {}
+  Stream(grpc::ServerWriteReactor<v1::SubscribeResponse>* reactor,
+         uint32_t max_batch)
+      : reactor_(reactor), max_batch_(max_batch == 0 ? SIZE_MAX : max_batch) {}
 
   void Send(std::vector<v1::Delivery> deliveries) {
-    const v1::Delivery* next;
     {
       absl::MutexLock lock(&mu_);
       if (finished_) return;
       for (v1::Delivery& d : deliveries) queue_.push_back(std::move(d));
       if (writing_) return;  // chained from WriteDone
       writing_ = true;
-      next = &queue_.front();
+      FillLocked();
     }
-    // No hint on the write that starts a run (as delayd): with one, the
-    // first deliveries of a stream never reached the client here.
-    Write(next, false);
+    Write();
   }
 
   void Finish(const grpc::Status& status) {
@@ -88,12 +87,10 @@ class Stream {
   }
 
   void WriteDone(bool ok) {
-    const v1::Delivery* next = nullptr;
-    bool more = false;
     grpc::Status finish;
     {
       absl::MutexLock lock(&mu_);
-      queue_.pop_front();
+      message_.Clear();
       if (!ok && !finished_) {
         finished_ = true;
         status_ = grpc::Status(grpc::StatusCode::CANCELLED, "write failed");
@@ -103,30 +100,46 @@ class Stream {
         queue_.clear();
         finish = status_;
       } else if (!queue_.empty()) {
-        next = &queue_.front();
-        more = queue_.size() > 1;
+        FillLocked();
+        finish = grpc::Status::OK;
       } else {
         writing_ = false;
         return;
       }
     }
-    if (next != nullptr) {
-      Write(next, more);
+    if (message_.deliveries_size() > 0) {
+      Write();
     } else {
       reactor_->Finish(finish);
     }
   }
 
  private:
-  void Write(const v1::Delivery* d, bool more) {
-    grpc::WriteOptions options;
-    if (more) options.set_buffer_hint();
-    reactor_->StartWrite(d, options);
+  void FillLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    size_t bytes = 0;
+    while (!queue_.empty() &&
+           static_cast<size_t>(message_.deliveries_size()) < max_batch_) {
+      const size_t size = queue_.front().ByteSizeLong() + 5;
+      if (message_.deliveries_size() > 0 && bytes + size > (1u << 20)) break;
+      bytes += size;
+      *message_.add_deliveries() = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    more_ = !queue_.empty();
   }
 
-  grpc::ServerWriteReactor<v1::Delivery>* const reactor_;
+  void Write() {
+    grpc::WriteOptions options;
+    if (more_) options.set_buffer_hint();
+    reactor_->StartWrite(&message_, options);
+  }
+
+  grpc::ServerWriteReactor<v1::SubscribeResponse>* const reactor_;
+  const size_t max_batch_;
   absl::Mutex mu_;
   std::deque<v1::Delivery> queue_ ABSL_GUARDED_BY(mu_);
+  v1::SubscribeResponse message_;  // being written while writing_
+  bool more_ = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
@@ -326,10 +339,12 @@ class Queue {
   std::thread timer_;  // last: starts after the members it reads
 };
 
-class SubscribeReactor final : public grpc::ServerWriteReactor<v1::Delivery> {
+class SubscribeReactor final
+    : public grpc::ServerWriteReactor<v1::SubscribeResponse> {
  public:
   SubscribeReactor(Queue* queue, const v1::SubscribeRequest& req)
-      : queue_(queue), stream_(std::make_shared<Stream>(this)) {
+      : queue_(queue),
+        stream_(std::make_shared<Stream>(this, req.max_batch())) {
     id_ = queue_->Subscribe(req, stream_);
   }
   void OnWriteDone(bool ok) override { stream_->WriteDone(ok); }
@@ -369,7 +384,7 @@ class Service final : public v1::DelayQueue::CallbackService {
     return Done(context);
   }
 
-  grpc::ServerWriteReactor<v1::Delivery>* Subscribe(
+  grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(
       grpc::CallbackServerContext* /*context*/,
       const v1::SubscribeRequest* req) override {
     return new SubscribeReactor(&queue_, *req);

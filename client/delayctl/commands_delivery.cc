@@ -57,7 +57,7 @@ Exit Subscribe(Session& s, const Args& a) {
     return connected;
   }
   grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReader<v1::Delivery>> reader =
+  std::unique_ptr<grpc::ClientReader<v1::SubscribeResponse>> reader =
       s.stub().Subscribe(&context, request);
   // Ends the stream on SIGINT: Read blocks, so a watcher cancels the call.
   std::atomic<bool> done{false};
@@ -80,8 +80,8 @@ Exit Subscribe(Session& s, const Args& a) {
   Exit result = Exit::Ok();
   uint64_t received = 0;
   bool ended_by_count = false;
-  v1::Delivery delivery;
-  while (reader->Read(&delivery)) {
+  // Prints (and acks) one delivery; false once --count is reached.
+  auto show = [&](const v1::Delivery& delivery) {
     const absl::Time now = absl::Now();
     std::string ack_error;
     if (ack) ack_error = AckOne(s, delivery.ack_token());
@@ -106,10 +106,17 @@ Exit Subscribe(Session& s, const Args& a) {
           "ack of ", KeyText(delivery.job().topic(), delivery.job().id()),
           " failed: ", ack_error));
     }
-    if (count != 0 && ++received >= count) {
-      ended_by_count = true;
-      context.TryCancel();
-      break;
+    return count == 0 || ++received < count;
+  };
+  // A stream message carries one or more deliveries.
+  v1::SubscribeResponse message;
+  while (!ended_by_count && reader->Read(&message)) {
+    for (const v1::Delivery& delivery : message.deliveries()) {
+      if (!show(delivery)) {
+        ended_by_count = true;
+        context.TryCancel();
+        break;
+      }
     }
   }
   done.store(true);

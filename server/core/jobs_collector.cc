@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+
 namespace delayd::server {
 namespace {
 
@@ -27,11 +29,23 @@ std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
                                        "Open Subscribe streams by topic",
                                        prometheus::MetricType::Gauge,
                                        {}};
+  prometheus::MetricFamily unwritten{
+      "delayd_deliveries_unwritten",
+      "Deliveries handed to subscribers' streams and not yet written, by "
+      "topic (a subscriber that stops reading holds at most max_in_flight)",
+      prometheus::MetricType::Gauge,
+      {}};
+  const absl::flat_hash_map<std::string, size_t> unwritten_by_topic =
+      jobs_->deliverer().UnwrittenByTopic();
   const TopicTable& topics = jobs_->topics();
   for (const std::string& topic : topics.Topics()) {
     const TopicTable::Counts c = topics.CountsOf(topic);
     subscribers.metric.push_back(
         Gauge({{"topic", topic}}, static_cast<double>(c.subscribers)));
+    const auto u = unwritten_by_topic.find(topic);
+    unwritten.metric.push_back(Gauge(
+        {{"topic", topic}},
+        static_cast<double>(u == unwritten_by_topic.end() ? 0 : u->second)));
     // DEAD, DONE and CANCELED counts may dip below zero briefly after a
     // restart, until the background scan has counted those jobs (see
     // TerminalStateCounter).
@@ -51,7 +65,8 @@ std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
       prometheus::MetricType::Gauge,
       {Gauge({}, static_cast<double>(jobs_->timers_pending()))}};
   std::vector<prometheus::MetricFamily> families = {
-      std::move(jobs), std::move(subscribers), std::move(wheel), DueWithin()};
+      std::move(jobs), std::move(subscribers), std::move(unwritten),
+      std::move(wheel), DueWithin()};
   if (const int64_t horizon = jobs_->memory_horizon_ms();
       horizon != JobTimers::kNoHorizon) {
     families.push_back(prometheus::MetricFamily{

@@ -12,6 +12,8 @@ namespace delayd::server {
 namespace {
 
 constexpr size_t kMaxConsumerBytes = 128;
+// SubscribeRequest.max_batch: 1..kMaxBatch, 0 meaning no limit.
+constexpr uint32_t kMaxBatch = 10000;
 
 }  // namespace
 
@@ -41,6 +43,11 @@ absl::StatusOr<uint64_t> Deliverer::Subscribe(
         "max_in_flight: must be 1-", d_.limits->max_in_flight, " (0 means ",
         d_.limits->default_in_flight, "), got ", req.max_in_flight()));
   }
+  if (req.max_batch() > kMaxBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batch: must be 1-", kMaxBatch,
+                     " (0 means no limit), got ", req.max_batch()));
+  }
   uint64_t id;
   {
     absl::MutexLock lock(&state_.mu);
@@ -56,6 +63,11 @@ absl::StatusOr<uint64_t> Deliverer::Subscribe(
   d_.ledger->topics().AddSubscribers(req.topic(), 1);
   Kick(req.topic());
   return id;
+}
+
+absl::flat_hash_map<std::string, size_t> Deliverer::UnwrittenByTopic() {
+  absl::MutexLock lock(&state_.mu);
+  return state_.subscribers.UnwrittenByTopic();
 }
 
 void Deliverer::Unsubscribe(uint64_t subscriber, absl::string_view reason) {

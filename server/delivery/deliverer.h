@@ -120,6 +120,10 @@ class Deliverer {
   // second later.
   void RemoveLeftoverCanceled(std::vector<JobKey> keys);
 
+  // Per topic with subscribers, the deliveries handed to their streams and
+  // not yet written (held back by a client that does not read).
+  absl::flat_hash_map<std::string, size_t> UnwrittenByTopic();
+
   // True when the delivery thread has nothing queued and is not working.
   bool IdleForTesting() { return loop_.Idle(); }
 

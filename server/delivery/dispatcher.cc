@@ -224,14 +224,26 @@ void Dispatcher::Dispatch(const std::string& topic) {
   DeliveryMetrics& metrics = d_.ledger->metrics();
   const DeliveryMetrics::Topic& counters = metrics.For(topic);
   int64_t redelivered = 0;
-  for (Send& send : sends) {
+  const int64_t now_us = d_.clock->NowUs();
+  for (const Send& send : sends) {
     const int64_t due_us =
         TimestampToUnixMs(send.delivery.job().fire_at()) * 1000;
     if (send.delivery.attempt() > 1) ++redelivered;
-    send.sink->Send(std::move(send.delivery));
-    metrics.ObserveLateness(static_cast<double>(d_.clock->NowUs() - due_us) /
-                            1e6);
+    metrics.ObserveLateness(static_cast<double>(now_us - due_us) / 1e6);
   }
+  // Each subscriber's share goes to its sink at once, in order: one stream
+  // message when its caps allow.
+  std::vector<std::pair<DeliverySink*, std::vector<v1::Delivery>>> batches;
+  for (Send& send : sends) {
+    auto it = std::find_if(batches.begin(), batches.end(), [&](const auto& b) {
+      return b.first == send.sink.get();
+    });
+    if (it == batches.end()) {
+      it = batches.insert(batches.end(), {send.sink.get(), {}});
+    }
+    it->second.push_back(std::move(send.delivery));
+  }
+  for (auto& [sink, deliveries] : batches) sink->Send(std::move(deliveries));
   counters.delivered->Increment(static_cast<double>(sends.size()));
   if (redelivered > 0) {
     counters.redelivered->Increment(static_cast<double>(redelivered));

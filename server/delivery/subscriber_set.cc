@@ -47,12 +47,23 @@ std::vector<uint64_t> SubscriberSet::Reserve(const std::string& topic,
   if (closed_ || it == topics_.end()) return slots;
   TopicOrder& t = it->second;
   const size_t n = t.ids.size();
-  // Round-robin over those with free credit; stop after a full turn finds
-  // none.
+  // Each subscriber's room: its credit less the larger of its leases and
+  // its unwritten deliveries (a stream that does not drain gets nothing).
+  std::vector<uint32_t> room(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Subscriber& sub = subscribers_.at(t.ids[i]);
+    const size_t used = std::max<size_t>(sub.in_flight, sub.sink->Unwritten());
+    room[i] = used < sub.max_in_flight
+                  ? static_cast<uint32_t>(sub.max_in_flight - used)
+                  : 0;
+  }
+  // Round-robin over those with room; stop after a full turn finds none.
   for (size_t idle = 0; slots.size() < max && idle < n;) {
-    Subscriber& sub = subscribers_.at(t.ids[t.cursor]);
+    const size_t i = t.cursor;
     t.cursor = (t.cursor + 1) % n;
-    if (sub.in_flight < sub.max_in_flight) {
+    if (room[i] > 0) {
+      --room[i];
+      Subscriber& sub = subscribers_.at(t.ids[i]);
       ++sub.in_flight;
       slots.push_back(sub.id);
       idle = 0;
@@ -76,6 +87,15 @@ void SubscriberSet::GiveBack(const std::string& topic,
   if (first != t.ids.end()) {
     t.cursor = static_cast<size_t>(first - t.ids.begin());
   }
+}
+
+absl::flat_hash_map<std::string, size_t> SubscriberSet::UnwrittenByTopic()
+    const {
+  absl::flat_hash_map<std::string, size_t> unwritten;
+  for (const auto& [id, sub] : subscribers_) {
+    unwritten[sub.topic] += sub.sink->Unwritten();
+  }
+  return unwritten;
 }
 
 void SubscriberSet::AttachLease(uint64_t id, const JobKey& key) {

@@ -2,7 +2,9 @@
 // each with its credit (max_in_flight) and the keys it holds leases of.
 // Reserve hands out credit round-robin over a topic's subscribers that have
 // some free, so subscribers share a topic evenly and a slow one (out of
-// credit) holds back nobody.
+// credit) holds back nobody. A subscriber whose sink holds max_in_flight
+// unwritten deliveries (its client stopped reading) has no free credit
+// either, even when the leases of those deliveries have ended.
 //
 // Invariants: a subscriber's in_flight counts its leases plus the credit
 // reserved for it and not yet used or given back, and never passes
@@ -53,7 +55,9 @@ class SubscriberSet {
   Subscriber* Find(uint64_t id);
 
   // Reserves up to `max` credits round-robin over the topic's subscribers
-  // with free credit; one subscriber id per credit. None once Close()d.
+  // with free credit (room under max_in_flight for both their leases and
+  // their sink's unwritten deliveries); one subscriber id per credit. None
+  // once Close()d.
   std::vector<uint64_t> Reserve(const std::string& topic, size_t max);
   // Gives back the credits of a Reserve(topic) that were not used: `unused`
   // is the tail of the reserved slots, in order (ids no longer known are
@@ -61,6 +65,8 @@ class SubscriberSet {
   // reservation larger than the work it found moves the turn only by what
   // was used.
   void GiveBack(const std::string& topic, absl::Span<const uint64_t> unused);
+  // Per topic with subscribers, the deliveries their sinks hold unwritten.
+  absl::flat_hash_map<std::string, size_t> UnwrittenByTopic() const;
   // A lease of `key` starts on a credit reserved for `id`. REQUIRES: `id`
   // known.
   void AttachLease(uint64_t id, const JobKey& key);

@@ -33,7 +33,7 @@ DelayQueueService::DelayQueueService(JobService* jobs, RpcMetrics* metrics,
   RegisterUnary(12, "GetStats", &JobService::GetStats, Pool::kReads);
 }
 
-grpc::ServerWriteReactor<v1::Delivery>* DelayQueueService::Subscribe(
+grpc::ServerWriteReactor<v1::SubscribeResponse>* DelayQueueService::Subscribe(
     grpc::CallbackServerContext* /*context*/,
     const v1::SubscribeRequest* request) {
   absl::Status refusal;

@@ -43,7 +43,7 @@ class DelayQueueService final : public v1::DelayQueue::CallbackService {
   // From now on, new calls answer UNAVAILABLE.
   void StartDraining() { state_ = State::kDraining; }
 
-  grpc::ServerWriteReactor<v1::Delivery>* Subscribe(
+  grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(
       grpc::CallbackServerContext* context,
       const v1::SubscribeRequest* request) override;
 

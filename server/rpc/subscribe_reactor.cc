@@ -1,6 +1,9 @@
 #include "server/rpc/subscribe_reactor.h"
 
+#include <atomic>
+#include <cstddef>
 #include <deque>
+#include <limits>
 #include <utility>
 
 #include "absl/synchronization/mutex.h"
@@ -9,24 +12,43 @@
 
 namespace delayd::server {
 
+namespace {
+
+// A stream message holds at most this much: well under gRPC's default 4 MiB
+// receive limit. A single larger delivery goes alone.
+constexpr size_t kMaxMessageBytes = size_t{1} << 20;
+
+}  // namespace
+
 // The sink the Deliverer writes to, shared with it: it may outlive the
 // reactor, and then drops what it is sent. The reactor is touched only while
 // a write is outstanding or before Finish, so never after OnDone.
+//
+// Deliveries wait in a queue; each write takes as many of them as one
+// message may hold (max_batch, kMaxMessageBytes) into `message_`, and the
+// next write is chained from OnWriteDone. A message never waits to fill.
 class SubscribeReactor::Stream final : public DeliverySink {
  public:
-  explicit Stream(SubscribeReactor* reactor) : reactor_(reactor) {}
+  Stream(SubscribeReactor* reactor, uint32_t max_batch)
+      : reactor_(reactor),
+        max_batch_(max_batch == 0 ? std::numeric_limits<size_t>::max()
+                                  : max_batch) {}
 
-  void Send(v1::Delivery delivery) override {
-    const v1::Delivery* next;
+  void Send(std::vector<v1::Delivery> deliveries) override {
     {
       absl::MutexLock lock(&mu_);
       if (finish_wanted_) return;
-      queue_.push_back(std::move(delivery));
+      for (v1::Delivery& d : deliveries) queue_.push_back(std::move(d));
+      unwritten_.fetch_add(deliveries.size(), std::memory_order_relaxed);
       if (writing_) return;  // chained from OnWriteDone
       writing_ = true;
-      next = &queue_.front();
+      FillMessageLocked();
     }
-    reactor_->StartWrite(next);
+    StartWrite();
+  }
+
+  size_t Unwritten() const override {
+    return unwritten_.load(std::memory_order_relaxed);
   }
 
   void Close(const absl::Status& status) override {
@@ -42,18 +64,20 @@ class SubscribeReactor::Stream final : public DeliverySink {
       finish_wanted_ = true;
       status_ = status;
       if (writing_) return;
+      DropLocked();
     }
     reactor_->Finish(status);
   }
 
   void WriteDone(bool ok) {
-    const v1::Delivery* next = nullptr;
-    bool more = false;
+    bool next = false;
     bool do_finish = false;
     grpc::Status finish;
     {
       absl::MutexLock lock(&mu_);
-      queue_.pop_front();
+      unwritten_.fetch_sub(static_cast<size_t>(message_.deliveries_size()),
+                           std::memory_order_relaxed);
+      message_.Clear();
       if (!ok && !finish_wanted_) {
         finish_wanted_ = true;
         status_ = grpc::Status(grpc::StatusCode::CANCELLED,
@@ -61,22 +85,18 @@ class SubscribeReactor::Stream final : public DeliverySink {
       }
       if (finish_wanted_) {
         writing_ = false;
-        queue_.clear();
+        DropLocked();
         do_finish = true;
         finish = status_;
       } else if (!queue_.empty()) {
-        next = &queue_.front();
-        more = queue_.size() > 1;
+        FillMessageLocked();
+        next = true;
       } else {
         writing_ = false;
       }
     }
-    if (next != nullptr) {
-      // More are queued: let gRPC coalesce this one with the next writes
-      // (the last of a run goes without the hint, so nothing is held back).
-      grpc::WriteOptions options;
-      if (more) options.set_buffer_hint();
-      reactor_->StartWrite(next, options);
+    if (next) {
+      StartWrite();
     } else if (do_finish) {
       reactor_->Finish(finish);
     }
@@ -88,10 +108,48 @@ class SubscribeReactor::Stream final : public DeliverySink {
   }
 
  private:
+  // Moves the queue's head into message_: at least one delivery, then more
+  // while max_batch and kMaxMessageBytes allow.
+  void FillMessageLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    size_t bytes = 0;
+    while (!queue_.empty() &&
+           static_cast<size_t>(message_.deliveries_size()) < max_batch_) {
+      // Its share of the message: the delivery, its tag and length.
+      const size_t size = queue_.front().ByteSizeLong() + 5;
+      if (message_.deliveries_size() > 0 && bytes + size > kMaxMessageBytes) {
+        break;
+      }
+      bytes += size;
+      *message_.add_deliveries() = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    more_ = !queue_.empty();
+  }
+
+  // Outside mu_: message_ is not touched again until OnWriteDone.
+  void StartWrite() {
+    // More are queued: let gRPC coalesce this message with the next (the
+    // last of a run goes without the hint, so nothing is held back).
+    grpc::WriteOptions options;
+    if (more_) options.set_buffer_hint();
+    reactor_->StartWrite(&message_, options);
+  }
+
+  // The stream is ending: what waits will never be written.
+  void DropLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    queue_.clear();
+    message_.Clear();
+    unwritten_.store(0, std::memory_order_relaxed);
+  }
+
   SubscribeReactor* const reactor_;
+  const size_t max_batch_;
+  std::atomic<size_t> unwritten_{0};  // queue_ plus message_ while writing_
   absl::Mutex mu_;
-  // Written or waiting; the front is being written while writing_.
   std::deque<v1::Delivery> queue_ ABSL_GUARDED_BY(mu_);
+  // Being written while writing_ (then only gRPC touches it).
+  v1::SubscribeResponse message_;
+  bool more_ = false;  // set with message_
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_wanted_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
@@ -103,7 +161,7 @@ SubscribeReactor::SubscribeReactor(Deliverer* deliverer, RpcMetrics* metrics,
     : deliverer_(deliverer),
       metrics_(metrics),
       start_(absl::Now()),
-      stream_(std::make_shared<Stream>(this)) {
+      stream_(std::make_shared<Stream>(this, request.max_batch())) {
   if (!refusal.ok()) {
     stream_->Close(refusal);
     return;

@@ -1,8 +1,10 @@
 // SubscribeReactor: one Subscribe stream on gRPC's callback API. It
 // registers the subscriber with the Deliverer and writes the deliveries the
 // Deliverer hands its sink, keeping exactly one write outstanding: the next
-// one is chained from OnWriteDone. The queue never holds more than the
-// subscriber's max_in_flight (the Deliverer assigns no more than its credit).
+// one is chained from OnWriteDone, and takes every delivery queued meanwhile
+// that fits one message (max_batch, 1 MiB). The queue plus the message being
+// written never hold more than the subscriber's max_in_flight (the
+// Deliverer assigns no more while they do).
 //
 // The stream ends when the client cancels it, a write fails, or the server
 // shuts down (Finish UNAVAILABLE "server is shutting down", via
@@ -26,7 +28,8 @@
 
 namespace delayd::server {
 
-class SubscribeReactor final : public grpc::ServerWriteReactor<v1::Delivery> {
+class SubscribeReactor final
+    : public grpc::ServerWriteReactor<v1::SubscribeResponse> {
  public:
   // Finishes at once with `refusal` when it is not OK (e.g. the server is not
   // serving), or with the Deliverer's refusal of `request`; otherwise

@@ -12,11 +12,12 @@ using Stub = v1::DelayQueue::Stub;
 
 TestSubscriber::TestSubscriber(std::shared_ptr<grpc::Channel> channel,
                                const std::string& topic, uint32_t max_in_flight,
-                               bool auto_ack)
+                               bool auto_ack, uint32_t max_batch)
     : stub_(v1::DelayQueue::NewStub(std::move(channel))), auto_ack_(auto_ack) {
   request_.set_topic(topic);
   request_.set_consumer("e2e");
   request_.set_max_in_flight(max_in_flight);
+  request_.set_max_batch(max_batch);
   reader_ = std::thread([this] { Read(); });
   if (auto_ack_) acker_ = std::thread([this] { AckLoop(); });
 }
@@ -25,6 +26,7 @@ TestSubscriber::~TestSubscriber() { Cancel(); }
 
 void TestSubscriber::Cancel() {
   context_.TryCancel();
+  Resume();  // a paused reader reads again, and finds the stream ended
   if (reader_.joinable()) reader_.join();
   {
     absl::MutexLock lock(&mu_);
@@ -56,16 +58,27 @@ void TestSubscriber::AckLoop() {
 }
 
 void TestSubscriber::Read() {
-  std::unique_ptr<grpc::ClientReader<v1::Delivery>> reader =
+  std::unique_ptr<grpc::ClientReader<v1::SubscribeResponse>> reader =
       stub_->Subscribe(&context_, request_);
-  v1::Delivery delivery;
-  while (reader->Read(&delivery)) {
+  v1::SubscribeResponse message;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](TestSubscriber* s)
+               ABSL_NO_THREAD_SAFETY_ANALYSIS { return !s->paused_; },
+          this));
+    }
+    if (!reader->Read(&message)) break;
     const absl::Time now = absl::Now();
-    const absl::Time due = FromProto(delivery.job().fire_at());
     absl::MutexLock lock(&mu_);
-    if (auto_ack_) to_ack_.push_back(delivery.ack_token());
-    if (now < due) ++early_;
-    received_.push_back({delivery, now});
+    const size_t index = message_sizes_.size();
+    message_sizes_.push_back(message.deliveries_size());
+    for (v1::Delivery& delivery : *message.mutable_deliveries()) {
+      if (auto_ack_) to_ack_.push_back(delivery.ack_token());
+      if (now < FromProto(delivery.job().fire_at())) ++early_;
+      received_.push_back({std::move(delivery), now, index});
+    }
   }
   grpc::Status status = reader->Finish();
   absl::MutexLock lock(&mu_);
@@ -97,6 +110,21 @@ std::optional<grpc::Status> TestSubscriber::WaitEnd(absl::Duration timeout) {
           this),
       timeout);
   return end_;
+}
+
+void TestSubscriber::Pause() {
+  absl::MutexLock lock(&mu_);
+  paused_ = true;
+}
+
+void TestSubscriber::Resume() {
+  absl::MutexLock lock(&mu_);
+  paused_ = false;
+}
+
+std::vector<size_t> TestSubscriber::message_sizes() {
+  absl::MutexLock lock(&mu_);
+  return message_sizes_;
 }
 
 std::vector<Received> TestSubscriber::received() {

@@ -1,9 +1,10 @@
 // TestSubscriber: one Subscribe stream to a real delayd, read on its own
-// thread, recording every Delivery with its wall-clock receive time and
-// checking that none came before its job's due time. Optionally acks every
-// delivery, in batches of up to 1000 tokens from a second thread, so that
-// acking does not slow the reading. Plus blocking helpers for Ack, Nack,
-// ExtendLease and Redrive. Thread-safe accessors; one test thread drives it.
+// thread, recording every Delivery with its wall-clock receive time and the
+// stream message it came in, and checking that none came before its job's due
+// time. Optionally acks every delivery, in batches of up to 1000 tokens from a
+// second thread, so that acking does not slow the reading. Plus blocking
+// helpers for Ack, Nack, ExtendLease and Redrive. Thread-safe accessors; one
+// test thread drives it.
 #ifndef DELAYD_TESTS_E2E_DELIVERY_CLIENT_H_
 #define DELAYD_TESTS_E2E_DELIVERY_CLIENT_H_
 
@@ -25,14 +26,15 @@ namespace delayd::testing {
 
 struct Received {
   v1::Delivery delivery;
-  absl::Time at;  // wall clock when the client read it
+  absl::Time at;       // wall clock when the client read it
+  size_t message = 0;  // index of the stream message it came in
 };
 
 class TestSubscriber {
  public:
   TestSubscriber(std::shared_ptr<grpc::Channel> channel,
                  const std::string& topic, uint32_t max_in_flight,
-                 bool auto_ack = false);
+                 bool auto_ack = false, uint32_t max_batch = 0);
   TestSubscriber(const TestSubscriber&) = delete;
   TestSubscriber& operator=(const TestSubscriber&) = delete;
   // Cancels the stream and joins the reader.
@@ -45,7 +47,15 @@ class TestSubscriber {
   // Waits until the stream ended; its status.
   std::optional<grpc::Status> WaitEnd(absl::Duration timeout);
 
+  // Stops reading the stream after the message being read (the client
+  // "hangs"; HTTP/2 flow control then holds the server's writes), until
+  // Resume.
+  void Pause();
+  void Resume();
+
   std::vector<Received> received();
+  // The number of deliveries in each stream message, in order.
+  std::vector<size_t> message_sizes();
   size_t count();
   Received at(size_t i);
   // Deliveries received before their job's fire_at (must stay 0).
@@ -61,6 +71,8 @@ class TestSubscriber {
   grpc::ClientContext context_;
   absl::Mutex mu_;
   std::vector<Received> received_ ABSL_GUARDED_BY(mu_);
+  std::vector<size_t> message_sizes_ ABSL_GUARDED_BY(mu_);
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
   int early_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<grpc::Status> end_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> to_ack_ ABSL_GUARDED_BY(mu_);

@@ -14,8 +14,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/delivery_fixture.h"
+#include "tests/support/server_process.h"
 
 namespace delayd::testing {
 namespace {
@@ -100,6 +104,114 @@ TEST_F(DeliveryTest, ThreeSubscribersShareJobsSpreadOverThreeSeconds) {
     EXPECT_GE(sub->count(), 255u);  // 300 within 15%
     EXPECT_LE(sub->count(), 345u);
   }
+}
+
+// 30,000 due at one instant among 3 subscribers that ack as they read:
+// each gets its third within 15%.
+TEST_F(DeliveryTest, ThreeSubscribersShareThirtyThousandJobsDueAtOnce) {
+  std::vector<TestSubscriber*> subs;
+  for (int i = 0; i < 3; ++i) {
+    subs.push_back(&Subscribe("herd", 1000, /*auto_ack=*/true));
+  }
+  ASSERT_TRUE(
+      Eventually([&] { return client_->StatsOf("herd").subscribers() == 3; }));
+  const absl::Time due = absl::Now() + absl::Seconds(2);
+  for (int b = 0; b < 30; ++b) {
+    v1::ScheduleBatchRequest batch;
+    for (int i = 0; i < 1000; ++i) {
+      *batch.add_requests() =
+          Request(SpecAt("herd", absl::StrCat(b, "-", i), due));
+    }
+    ASSERT_RPC_OK(client_->ScheduleBatch(batch));
+  }
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return subs[0]->count() + subs[1]->count() + subs[2]->count() >= 30'000;
+      },
+      absl::Seconds(120)));
+  for (TestSubscriber* sub : subs) {
+    EXPECT_GE(sub->count(), 8'500u);  // 10,000 within 15%
+    EXPECT_LE(sub->count(), 11'500u);
+  }
+}
+
+// Under load a stream message carries many deliveries; a lone job goes out
+// at once in a message of its own, not held back to fill one.
+TEST_F(DeliveryTest, MessagesBatchUnderLoadAndALoneJobGoesAloneAtOnce) {
+  TestSubscriber& sub = Subscribe("batch", 1000, /*auto_ack=*/true);
+  ASSERT_TRUE(
+      Eventually([&] { return client_->StatsOf("batch").subscribers() == 1; }));
+  const absl::Time due = absl::Now() + absl::Seconds(1);
+  v1::ScheduleBatchRequest batch;
+  for (int i = 0; i < 1000; ++i) {
+    *batch.add_requests() = Request(SpecAt("batch", absl::StrCat("b", i), due));
+  }
+  ASSERT_RPC_OK(client_->ScheduleBatch(batch));
+  ASSERT_TRUE(sub.WaitFor(1000, absl::Seconds(30)));
+  const std::vector<size_t> sizes = sub.message_sizes();
+  EXPECT_GT(*std::max_element(sizes.begin(), sizes.end()), 1u);
+  EXPECT_LT(sizes.size(), 1000u);
+
+  // The lone job, then another 3 s later: a server that waited to fill a
+  // message would hold the first until the second (or longer).
+  const absl::Time lone_due = absl::Now() + absl::Seconds(1);
+  MustSchedule(SpecAt("batch", "lone", lone_due));
+  MustSchedule(SpecAt("batch", "later", lone_due + absl::Seconds(3)));
+  ASSERT_TRUE(sub.WaitFor(1001, absl::Seconds(30)));
+  const Received lone = sub.at(1000);
+  EXPECT_EQ(lone.delivery.job().id(), "lone");
+  EXPECT_EQ(sub.message_sizes().at(lone.message), 1u);
+  EXPECT_LT(lone.at, lone_due + absl::Seconds(3));
+  ASSERT_TRUE(sub.WaitFor(1002, absl::Seconds(30)));
+  EXPECT_EQ(sub.at(1001).delivery.job().id(), "later");
+}
+
+// A client that stops reading its stream: HTTP/2 flow control holds the
+// server's writes, the leases of what waits expire and give its credit
+// back, but the server queues no more than max_in_flight deliveries for it
+// (delayd_deliveries_unwritten), and the jobs go to a subscriber that reads.
+TEST_F(DeliveryTest, ASubscriberThatStopsReadingHoldsNoMoreThanItsCredit) {
+  // Its own connection, as a client in another process would have: channels
+  // with the same arguments share one (gRPC's global subchannel pool), and a
+  // stream nobody reads can use up the connection's flow-control window.
+  grpc::ChannelArguments own;
+  own.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  TestSubscriber stuck(
+      grpc::CreateCustomChannel(server_->grpc_address(),
+                                grpc::InsecureChannelCredentials(), own),
+      "stuck", 4);
+  stuck.Pause();
+  ASSERT_TRUE(
+      Eventually([&] { return client_->StatsOf("stuck").subscribers() == 1; }));
+  // Large payloads, so that flow control holds the writes soon.
+  const std::string payload(512 << 10, 'x');
+  for (int i = 0; i < 40; ++i) {
+    v1::JobSpec spec =
+        Spec("stuck", absl::StrCat("j", i), absl::ZeroDuration(), payload);
+    *spec.mutable_retry() = RetryOf(1000, absl::Seconds(1));
+    MustSchedule(spec);
+  }
+  // Several lease expiries: each gave the credit back.
+  size_t most = 0;
+  const absl::Time until = absl::Now() + absl::Seconds(5);
+  const std::string metric = "delayd_deliveries_unwritten{topic=\"stuck\"} ";
+  while (absl::Now() < until) {
+    const std::string metrics = ScrapeMetrics(server_->metrics_address());
+    const size_t at = metrics.find(metric);
+    ASSERT_NE(at, std::string::npos) << metrics;
+    most = std::max<size_t>(most,
+                            std::stoul(metrics.substr(at + metric.size(), 16)));
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_GT(most, 0u) << "the writes were never held: the test proves nothing";
+  EXPECT_LE(most, 4u);
+  TestSubscriber& reader = Subscribe("stuck", 100, /*auto_ack=*/true);
+  ASSERT_TRUE(reader.WaitFor(40, absl::Seconds(60)))
+      << "received " << reader.count();
+  ASSERT_TRUE(Eventually([&] {
+    const v1::TopicStats s = client_->StatsOf("stuck");
+    return s.scheduled() == 0 && s.ready() == 0 && s.in_flight() == 0;
+  }));
 }
 
 TEST_F(DeliveryTest, AKilledSubscribersJobsGoToAnotherWithAttemptTwo) {

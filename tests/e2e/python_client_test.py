@@ -2,7 +2,8 @@
 """End to end through a second, independent gRPC implementation.
 
 Debian's python3-grpcio talks to the real delayd binary: schedule, get, list,
-reschedule, cancel and stats, and a few refusals. Message modules are
+reschedule, cancel and stats, a few refusals, and a Subscribe stream whose
+messages carry several deliveries, acked. Message modules are
 generated at test time with protoc (no grpc_tools needed); rpcs are called
 through channel.unary_unary with the messages' own (de)serializers.
 
@@ -104,6 +105,7 @@ class Client:
         "GetJob": ("GetJobRequest", "Job"),
         "ListJobs": ("ListJobsRequest", "ListJobsResponse"),
         "GetStats": ("GetStatsRequest", "GetStatsResponse"),
+        "Ack": ("AckRequest", "AckResponse"),
     }
 
     def __init__(self, channel, pb):
@@ -113,10 +115,18 @@ class Client:
                 SERVICE + method,
                 request_serializer=getattr(pb, request).SerializeToString,
                 response_deserializer=getattr(pb, response).FromString)
+        self._subscribe = channel.unary_stream(
+            SERVICE + "Subscribe",
+            request_serializer=pb.SubscribeRequest.SerializeToString,
+            response_deserializer=pb.SubscribeResponse.FromString)
 
     def __getattr__(self, method):
         call = self._calls[method]
         return lambda request: call(request, timeout=RPC_TIMEOUT)
+
+    def Subscribe(self, request):
+        """The stream's messages (an iterator; cancel() ends it)."""
+        return self._subscribe(request, timeout=RPC_TIMEOUT)
 
 
 def wait_serving(channel, health, timeout):
@@ -325,6 +335,39 @@ class Checks:
         topics = self.c.GetStats(self.pb.GetStatsRequest()).topics
         names = [t.topic for t in topics]
         assert names == sorted(names) and "py.stats" in names, names
+
+    def check_subscribe_batches_and_ack(self):
+        pb = self.pb
+        stream = self.c.Subscribe(pb.SubscribeRequest(
+            topic="py.deliver", consumer="python", max_in_flight=100))
+        deadline = time.monotonic() + RPC_TIMEOUT
+        while self.stats("py.deliver").subscribers != 1:
+            assert time.monotonic() < deadline, "not subscribed in time"
+            time.sleep(0.01)
+        # 20 jobs due at one millisecond: one dispatch round, one message.
+        due_ms = (int(time.time() * 1000) // 1000 + 2) * 1000
+        fire_at = timestamp_pb2.Timestamp(seconds=due_ms // 1000)
+        self.c.ScheduleBatch(pb.ScheduleBatchRequest(requests=[
+            pb.ScheduleRequest(job=pb.JobSpec(
+                topic="py.deliver", id="d-%02d" % i, payload=b"p%d" % i,
+                fire_at=fire_at)) for i in range(20)]))
+        sizes, got = [], {}
+        for message in stream:
+            sizes.append(len(message.deliveries))
+            for d in message.deliveries:
+                assert d.attempt == 1, d
+                assert time.time() * 1000 >= due_ms, "early"
+                got[d.job.id] = d.ack_token
+            if len(got) >= 20:
+                break
+        # Acked while the stream is open: its end releases what is unacked.
+        reply = self.c.Ack(pb.AckRequest(ack_tokens=list(got.values())))
+        stream.cancel()
+        assert sorted(got) == ["d-%02d" % i for i in range(20)], sorted(got)
+        assert sizes == [20], sizes
+        assert [r.code for r in reply.results] == [0] * 20, reply
+        topic = self.stats("py.deliver")
+        assert topic.in_flight == 0 and topic.scheduled == 0, topic
 
     def check_refusals_change_nothing(self):
         pb = self.pb

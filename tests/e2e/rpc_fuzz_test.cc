@@ -72,6 +72,7 @@ const absl::flat_hash_set<std::string>& FieldNames() {
                                            "page_token",
                                            "consumer",
                                            "max_in_flight",
+                                           "max_batch",
                                            "ack_tokens",
                                            "ack_token",
                                            "retry_after",
@@ -397,6 +398,17 @@ TEST_F(RpcFuzzTest, DeliveryRpcsAnswerOkOrNameTheFieldAndStoreValidTimes) {
         sub.WaitEnd(absl::Milliseconds(100));
     if (end.has_value()) {
       Check(absl::StrCat("Subscribe max_in_flight ", max_in_flight), *end,
+            v1::Delivery());
+    }
+  }
+  for (int64_t max_batch : std::vector<int64_t>{
+           0, 1, 10000, 10001, std::numeric_limits<uint32_t>::max()}) {
+    TestSubscriber sub(server_->NewChannel(), "fuzz", 10, /*auto_ack=*/false,
+                       static_cast<uint32_t>(max_batch));
+    const std::optional<grpc::Status> end =
+        sub.WaitEnd(absl::Milliseconds(100));
+    if (end.has_value()) {
+      Check(absl::StrCat("Subscribe max_batch ", max_batch), *end,
             v1::Delivery());
     }
   }

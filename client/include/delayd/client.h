@@ -136,8 +136,14 @@ class DeliveryStream {
   DeliveryStream& operator=(const DeliveryStream&) = delete;
   ~DeliveryStream();  // cancels the stream if it is still open
 
-  // Blocks for the next delivery; false when the stream has ended.
+  // Blocks for the next delivery; false when the stream has ended. The
+  // server sends several per stream message when several are ready: Next
+  // hands them out one at a time.
   bool Next(v1::Delivery* delivery);
+  // Blocks for the next stream message and appends its deliveries to
+  // `deliveries` (with those still buffered from the last one, if any);
+  // false when the stream has ended.
+  bool NextBatch(std::vector<v1::Delivery>* deliveries);
   // Ends the stream: Next() returns false soon after.
   void Cancel();
   // REQUIRES: Next() returned false. The stream's final status: CANCELLED
@@ -150,7 +156,9 @@ class DeliveryStream {
   DeliveryStream() = default;
 
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReader<v1::Delivery>> reader_;
+  std::unique_ptr<grpc::ClientReader<v1::SubscribeResponse>> reader_;
+  v1::SubscribeResponse message_;  // the last read
+  int next_ = 0;                   // message_'s first delivery not handed out
   bool finished_ = false;
 };
 
@@ -207,12 +215,14 @@ class Client {
   absl::StatusOr<std::vector<v1::Job>> ListAllJobs(
       v1::ListJobsRequest request, const CallOptions& call = {});
 
-  // Opens a Subscribe stream. `max_in_flight` 0 means the server's 100.
+  // Opens a Subscribe stream. `max_in_flight` 0 means the server's 100;
+  // `max_batch` (deliveries per stream message) 0 means no limit.
   // A refusal (bad topic, server unavailable) shows in the stream's
   // Finish(). Never retried: Subscriber reconnects.
   std::unique_ptr<DeliveryStream> Subscribe(const std::string& topic,
                                             const std::string& consumer,
-                                            uint32_t max_in_flight);
+                                            uint32_t max_in_flight,
+                                            uint32_t max_batch = 0);
 
   // One result per token, in order; the call fails only as a whole (no
   // tokens, over 1000, unreachable).

@@ -126,6 +126,30 @@ TEST_F(DelivererTest, LeaseExpiryRedeliversAtOnce) {
   EXPECT_EQ(AckCode(again.ack_token()), absl::StatusCode::kOk);
 }
 
+// A client that stops reading: its leases expire and their credit returns,
+// but the deliveries still wait unwritten in its stream, so it gets no new
+// ones (before, each expiry queued max_in_flight more into the stream).
+TEST_F(DelivererTest, ASubscriberThatStopsReadingHoldsNoMoreThanItsCredit) {
+  service().Start();
+  Sub stuck = Subscribe("t", 3);
+  stuck.sink->Stall();
+  for (int i = 0; i < 12; ++i) {
+    MustScheduleWith("t", absl::StrCat("j", i), 0, Retry(100, 1000));
+  }
+  ASSERT_TRUE(PollUntil([&] { return stuck.sink->Unwritten() == 3; }, kWait));
+  for (int round = 1; round <= 4; ++round) {
+    clock_.SetMs(kStartMs + round * 1000);  // every lease has expired
+    Quiesce();
+    EXPECT_EQ(stuck.sink->Unwritten(), 3u) << "round " << round;
+  }
+  EXPECT_THAT(stuck.sink->sends(), ElementsAre(3));
+  EXPECT_EQ(Counts("t").in_flight, 0);
+  // A subscriber that reads gets every job; the stuck one still nothing.
+  Sub reader = Subscribe("t", 100);
+  ASSERT_TRUE(reader.sink->WaitFor(12));
+  EXPECT_THAT(stuck.sink->sends(), ElementsAre(3));
+}
+
 TEST_F(DelivererTest, LeaseExpiryCountsTowardsMaxAttempts) {
   service().Start();
   Sub sub = Subscribe("t");

@@ -16,6 +16,8 @@
 namespace delayd::server::testing {
 namespace {
 
+using ::testing::ElementsAre;
+
 constexpr int64_t kNever = timer::Clock::kNoDeadline;
 
 TEST_F(DelivererTest, DeliversAtTheDueMillisecondWithTokenAttemptAndLease) {
@@ -136,6 +138,29 @@ TEST_F(DelivererTest, ThreeSubscribersShareJobsThatComeOneAtATime) {
     EXPECT_GE(sub.sink->count(), 255u);  // 300 within 15%
     EXPECT_LE(sub.sink->count(), 345u);
   }
+}
+
+// What is ready in one dispatch round goes to each subscriber's sink in one
+// Send (one stream message), and a lone job goes out alone, at once.
+TEST_F(DelivererTest, ReadyJobsGoToEachSinkInOneSendAndALoneOneAlone) {
+  service().Start();
+  Sub a = Subscribe("t", 100);
+  Sub b = Subscribe("t", 100);
+  for (int i = 0; i < 20; ++i) MustSchedule("t", absl::StrCat("j", i), 1000);
+  Quiesce();
+  clock_.SetMs(kStartMs + 1000);
+  ASSERT_TRUE(PollUntil([&] { return a.sink->count() + b.sink->count() == 20; },
+                        kWait));
+  EXPECT_THAT(a.sink->sends(), ElementsAre(10));
+  EXPECT_THAT(b.sink->sends(), ElementsAre(10));
+  MustSchedule("t", "lone", 1000);
+  Quiesce();
+  clock_.SetMs(kStartMs + 2000);
+  ASSERT_TRUE(PollUntil([&] { return a.sink->count() + b.sink->count() == 21; },
+                        kWait));
+  std::vector<size_t> sends = a.sink->sends();
+  for (size_t n : b.sink->sends()) sends.push_back(n);
+  EXPECT_THAT(sends, ::testing::UnorderedElementsAre(10, 10, 1));
 }
 
 TEST_F(DelivererTest, CreditBoundsEachSubscriberAndASlowOneHoldsBackNobody) {

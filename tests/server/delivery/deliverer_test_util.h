@@ -28,10 +28,35 @@ class FakeSink final : public DeliverySink {
  public:
   explicit FakeSink(const timer::Clock* clock) : clock_(clock) {}
 
-  void Send(v1::Delivery delivery) override {
+  void Send(std::vector<v1::Delivery> deliveries) override {
     absl::MutexLock lock(&mu_);
-    if (Ms(delivery.job().fire_at()) > clock_->NowMs()) ++early_;
-    received_.push_back(std::move(delivery));
+    sends_.push_back(deliveries.size());
+    if (stalled_) {
+      for (v1::Delivery& d : deliveries) held_.push_back(std::move(d));
+      return;
+    }
+    for (v1::Delivery& d : deliveries) Receive(std::move(d));
+  }
+  size_t Unwritten() const override {
+    absl::MutexLock lock(&mu_);
+    return held_.size();
+  }
+  // While stalled, deliveries are held as unwritten (a client that does not
+  // read); Unstall receives them.
+  void Stall() {
+    absl::MutexLock lock(&mu_);
+    stalled_ = true;
+  }
+  void Unstall() {
+    absl::MutexLock lock(&mu_);
+    stalled_ = false;
+    for (v1::Delivery& d : held_) Receive(std::move(d));
+    held_.clear();
+  }
+  // The size of each Send, in order.
+  std::vector<size_t> sends() {
+    absl::MutexLock lock(&mu_);
+    return sends_;
   }
   void Close(const absl::Status& status) override {
     absl::MutexLock lock(&mu_);
@@ -73,9 +98,17 @@ class FakeSink final : public DeliverySink {
   }
 
  private:
+  void Receive(v1::Delivery delivery) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (Ms(delivery.job().fire_at()) > clock_->NowMs()) ++early_;
+    received_.push_back(std::move(delivery));
+  }
+
   const timer::Clock* const clock_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::vector<v1::Delivery> received_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::Delivery> held_ ABSL_GUARDED_BY(mu_);
+  std::vector<size_t> sends_ ABSL_GUARDED_BY(mu_);
+  bool stalled_ ABSL_GUARDED_BY(mu_) = false;
   int early_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
 };

@@ -17,7 +17,9 @@ using ::testing::UnorderedElementsAre;
 
 class NullSink : public DeliverySink {
  public:
-  void Send(v1::Delivery) override {}
+  void Send(std::vector<v1::Delivery>) override {}
+  size_t Unwritten() const override { return unwritten; }
+  size_t unwritten = 0;
   void Close(const absl::Status&) override {}
 };
 
@@ -42,6 +44,20 @@ TEST(SubscriberSetTest, ASubscriberOutOfCreditIsSkipped) {
   EXPECT_THAT(slots, ElementsAre(slow, fast, fast, fast));
   set.GiveBack("t", absl::MakeConstSpan(slots).subspan(3));
   EXPECT_THAT(set.Reserve("t", 10), ElementsAre(fast));
+}
+
+// A client that stopped reading: its leases may have ended (credit back),
+// but what waits unwritten in its stream counts against its credit too.
+TEST(SubscriberSetTest, UnwrittenDeliveriesUseCreditToo) {
+  SubscriberSet set;
+  auto stuck_sink = std::make_shared<NullSink>();
+  const uint64_t stuck = set.Add("t", "stuck", 3, stuck_sink);
+  const uint64_t ok = set.Add("t", "ok", 3, Sink());
+  stuck_sink->unwritten = 3;
+  EXPECT_THAT(set.Reserve("t", 10), ElementsAre(ok, ok, ok));
+  for (int i = 0; i < 3; ++i) set.Find(ok)->in_flight--;
+  stuck_sink->unwritten = 2;  // one written: room for one
+  EXPECT_THAT(set.Reserve("t", 10), ElementsAre(stuck, ok, ok, ok));
 }
 
 TEST(SubscriberSetTest, GiveBackGoesOnFromTheFirstUnusedCredit) {

@@ -190,10 +190,12 @@ class DelayQueueServiceTest : public ::testing::Test {
     SetDeadline(stream_context, kWait);
     v1::SubscribeRequest sub;
     sub.set_topic("free");
-    std::unique_ptr<grpc::ClientReader<v1::Delivery>> stream =
+    std::unique_ptr<grpc::ClientReader<v1::SubscribeResponse>> stream =
         stub_->Subscribe(&stream_context, sub);
-    v1::Delivery delivery;
-    ASSERT_TRUE(stream->Read(&delivery));
+    v1::SubscribeResponse message;
+    ASSERT_TRUE(stream->Read(&message));
+    ASSERT_EQ(message.deliveries_size(), 1);
+    const v1::Delivery& delivery = message.deliveries(0);
     EXPECT_EQ(delivery.job().id(), "now");
     grpc::ClientContext ack_context;
     SetDeadline(ack_context, kWait);
