@@ -89,7 +89,34 @@ FaultInjectingJobStore::MultiGet(std::span<const JobKeyView> keys) const {
 absl::Status FaultInjectingJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
                                              DueVisitor visitor) const {
   if (absl::Status s = ReadFaultFor(Read::kScanDue); !s.ok()) return s;
-  return target_.ScanDue(from_ms, to_ms, visitor);
+  std::function<void(size_t)> stall;
+  {
+    absl::MutexLock lock(&mu_);
+    stall = stall_scan_due_;
+  }
+  if (!stall) return target_.ScanDue(from_ms, to_ms, visitor);
+  size_t index = 0;
+  return target_.ScanDue(
+      from_ms, to_ms,
+      [&](int64_t due_ms, std::string_view topic, std::string_view id) {
+        stall(index++);
+        return visitor(due_ms, topic, id);
+      });
+}
+
+void FaultInjectingJobStore::StallScanDue(
+    std::function<void(size_t index)> stall) {
+  absl::MutexLock lock(&mu_);
+  stall_scan_due_ = std::move(stall);
+}
+
+absl::Status FaultInjectingJobStore::ScanDueFrom(int64_t from_ms,
+                                                 std::string_view from_topic,
+                                                 std::string_view from_id,
+                                                 int64_t to_ms,
+                                                 DueVisitor visitor) const {
+  if (absl::Status s = ReadFaultFor(Read::kScanDue); !s.ok()) return s;
+  return target_.ScanDueFrom(from_ms, from_topic, from_id, to_ms, visitor);
 }
 
 absl::Status FaultInjectingJobStore::ScanExpiry(int64_t from_ms, int64_t to_ms,

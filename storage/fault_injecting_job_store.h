@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -30,7 +31,7 @@ class FaultInjectingJobStore final : public JobStore {
   enum class Read {
     kGet,
     kMultiGet,
-    kScanDue,
+    kScanDue,  // and ScanDueFrom
     kScanExpiry,
     kScanJobs,
     kScanTopics,
@@ -69,12 +70,21 @@ class FaultInjectingJobStore final : public JobStore {
   // Reads failed by injection so far.
   int64_t injected_read_failures() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Calls `stall` before each entry a ScanDue visits, with the entry's
+  // index in that scan (from 0): a slow read, to observe what happens
+  // meanwhile. Empty: no stall. Set it while no ScanDue runs.
+  void StallScanDue(std::function<void(size_t index)> stall)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   absl::Status Apply(std::span<const Mutation> mutations,
                      Durability durability) override;
   absl::StatusOr<std::optional<JobRecord>> Get(
       std::string_view topic, std::string_view id) const override;
   absl::StatusOr<std::vector<std::optional<JobRecord>>> MultiGet(
       std::span<const JobKeyView> keys) const override;
+  absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
+                           std::string_view from_id, int64_t to_ms,
+                           DueVisitor visitor) const override;
   absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
                        DueVisitor visitor) const override;
   absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
@@ -93,6 +103,7 @@ class FaultInjectingJobStore final : public JobStore {
 
   mutable absl::Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::function<void(size_t)> stall_scan_due_ ABSL_GUARDED_BY(mu_);
   int remaining_ ABSL_GUARDED_BY(mu_) = 0;
   bool until_resume_ ABSL_GUARDED_BY(mu_) = false;
   int64_t injected_ ABSL_GUARDED_BY(mu_) = 0;

@@ -37,6 +37,11 @@ class ForwardingJobStore : public JobStore {
                        DueVisitor visitor) const override {
     return target_.ScanDue(from_ms, to_ms, visitor);
   }
+  absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
+                           std::string_view from_id, int64_t to_ms,
+                           DueVisitor visitor) const override {
+    return target_.ScanDueFrom(from_ms, from_topic, from_id, to_ms, visitor);
+  }
   absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
                           DueVisitor visitor) const override {
     return target_.ScanExpiry(from_ms, to_ms, visitor);

@@ -78,15 +78,25 @@ absl::Status InMemoryJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
   return ScanIndex(false, from_ms, to_ms, visitor);
 }
 
+absl::Status InMemoryJobStore::ScanDueFrom(int64_t from_ms,
+                                           std::string_view from_topic,
+                                           std::string_view from_id,
+                                           int64_t to_ms,
+                                           DueVisitor visitor) const {
+  return ScanIndex(false, from_ms, to_ms, visitor,
+                   EncodeDueKey(from_ms, from_topic, from_id));
+}
+
 absl::Status InMemoryJobStore::ScanExpiry(int64_t from_ms, int64_t to_ms,
                                           DueVisitor visitor) const {
   return ScanIndex(true, from_ms, to_ms, visitor);
 }
 
 absl::Status InMemoryJobStore::ScanIndex(bool expiry, int64_t from_ms,
-                                         int64_t to_ms,
-                                         DueVisitor visitor) const {
-  const std::string begin = EncodeDueTime(from_ms);
+                                         int64_t to_ms, DueVisitor visitor,
+                                         std::string_view start) const {
+  const std::string begin =
+      start.empty() ? EncodeDueTime(from_ms) : std::string(start);
   const std::string end = EncodeDueTime(to_ms);
   std::vector<std::string> keys;
   {

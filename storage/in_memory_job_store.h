@@ -35,6 +35,9 @@ class InMemoryJobStore final : public JobStore {
       std::string_view topic, std::string_view id) const override;
   absl::StatusOr<std::vector<std::optional<JobRecord>>> MultiGet(
       std::span<const JobKeyView> keys) const override;
+  absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
+                           std::string_view from_id, int64_t to_ms,
+                           DueVisitor visitor) const override;
   absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
                        DueVisitor visitor) const override;
   absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
@@ -54,9 +57,11 @@ class InMemoryJobStore final : public JobStore {
  private:
   absl::StatusOr<std::optional<JobRecord>> GetLocked(JobKeyView key) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // ScanDue (expiry false) or ScanExpiry (true).
+  // ScanDue(From) (expiry false) or ScanExpiry (true), from the key `start`
+  // on (empty: from from_ms).
   absl::Status ScanIndex(bool expiry, int64_t from_ms, int64_t to_ms,
-                         DueVisitor visitor) const ABSL_LOCKS_EXCLUDED(mu_);
+                         DueVisitor visitor, std::string_view start = {}) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   mutable absl::Mutex mu_;
   // EncodeJobKey(topic, id) -> serialized JobRecord.

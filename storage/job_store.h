@@ -99,6 +99,12 @@ class JobStore {
   // malformed due key, named), UNAVAILABLE.
   virtual absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
                                DueVisitor visitor) const = 0;
+  // As ScanDue, from the entry (from_ms, from_topic, from_id) on, itself
+  // included if present: a scan that goes on where another stopped, or that
+  // reads again a range another scan saw.
+  virtual absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
+                                   std::string_view from_id, int64_t to_ms,
+                                   DueVisitor visitor) const = 0;
 
   // Visits the expiry entries with from_ms <= expires_at_ms < to_ms (both
   // clamped to >= 0), in (expires_at_ms, topic, id) order, like ScanDue.

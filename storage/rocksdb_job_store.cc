@@ -297,6 +297,15 @@ absl::Status RocksDbJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
   return ScanIndex(due_cf_, from_ms, to_ms, visitor);
 }
 
+absl::Status RocksDbJobStore::ScanDueFrom(int64_t from_ms,
+                                          std::string_view from_topic,
+                                          std::string_view from_id,
+                                          int64_t to_ms,
+                                          DueVisitor visitor) const {
+  return ScanIndex(due_cf_, from_ms, to_ms, visitor,
+                   EncodeDueKey(from_ms, from_topic, from_id));
+}
+
 absl::Status RocksDbJobStore::ScanExpiry(int64_t from_ms, int64_t to_ms,
                                          DueVisitor visitor) const {
   return ScanIndex(expiry_cf_, from_ms, to_ms, visitor);
@@ -304,7 +313,8 @@ absl::Status RocksDbJobStore::ScanExpiry(int64_t from_ms, int64_t to_ms,
 
 absl::Status RocksDbJobStore::ScanIndex(rocksdb::ColumnFamilyHandle* cf,
                                         int64_t from_ms, int64_t to_ms,
-                                        DueVisitor visitor) const {
+                                        DueVisitor visitor,
+                                        std::string_view start) const {
   if (ClampDueMs(from_ms) >= ClampDueMs(to_ms)) return absl::OkStatus();
   const std::string lower = EncodeDueTime(from_ms);
   const std::string upper = EncodeDueTime(to_ms);
@@ -314,7 +324,8 @@ absl::Status RocksDbJobStore::ScanIndex(rocksdb::ColumnFamilyHandle* cf,
   read.iterate_lower_bound = &lower_slice;
   read.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, cf));
-  for (it->Seek(lower_slice); it->Valid(); it->Next()) {
+  for (it->Seek(start.empty() ? lower_slice : rocksdb::Slice(start));
+       it->Valid(); it->Next()) {
     absl::StatusOr<DueKeyView> due = DecodeDueKey(ToView(it->key()));
     if (!due.ok()) return due.status();
     if (!visitor(due->due_ms, due->topic, due->id)) return absl::OkStatus();

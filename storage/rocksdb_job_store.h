@@ -126,6 +126,9 @@ class RocksDbJobStore final : public JobStore {
       std::span<const JobKeyView> keys) const override;
   absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
                        DueVisitor visitor) const override;
+  absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
+                           std::string_view from_id, int64_t to_ms,
+                           DueVisitor visitor) const override;
   absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
                           DueVisitor visitor) const override;
   absl::Status ScanJobs(std::string_view topic, std::string_view id_prefix,
@@ -153,10 +156,11 @@ class RocksDbJobStore final : public JobStore {
   // The sticky write error, OK when writes are accepted.
   absl::Status WriteError() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status VerifyPreviousDue(std::span<const Mutation> mutations) const;
-  // ScanDue and ScanExpiry: the keys of `cf` (due-key encoded) in
-  // [from_ms, to_ms).
+  // ScanDue(From) and ScanExpiry: the keys of `cf` (due-key encoded) in
+  // [from_ms, to_ms), from the key `start` on (empty: from from_ms).
   absl::Status ScanIndex(rocksdb::ColumnFamilyHandle* cf, int64_t from_ms,
-                         int64_t to_ms, DueVisitor visitor) const;
+                         int64_t to_ms, DueVisitor visitor,
+                         std::string_view start = {}) const;
 
   // Constant after construction (until Close).
   const std::string path_;

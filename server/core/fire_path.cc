@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -95,48 +98,90 @@ void FirePath::FireBatch(const std::vector<timer::TimerEntry>& all) {
           return a.due_ms < b.due_ms;
         });
   }
-  // Ready jobs by topic, to count and to kick delivery once per topic.
-  absl::flat_hash_map<std::string, int64_t> readied;
   // Entries come in due order; handle one millisecond at a time.
   for (size_t begin = 0; begin < fired.size();) {
     const int64_t ms = fired[begin].due_ms;
     size_t end = begin;
-    absl::flat_hash_set<uint64_t> tags;
+    while (end < fired.size() && fired[end].due_ms == ms) ++end;
+    FireMillisecond(ms, std::span(fired).subspan(begin, end - begin));
+    begin = end;
+  }
+}
+
+void FirePath::FireMillisecond(int64_t ms,
+                               std::span<const timer::TimerEntry> entries) {
+  absl::flat_hash_set<uint64_t> tags;
+  tags.reserve(entries.size());
+  for (const timer::TimerEntry& e : entries) tags.insert(e.tag);
+  // Tags whose jobs have been dealt with (readied, or found not due).
+  absl::flat_hash_set<uint64_t> handled;
+  std::vector<JobKey> chunk;  // in due-index order
+  chunk.reserve(std::min(tags.size(), kChunk));
+  absl::Status failed;
+  // Readies the chunk's jobs that are still due at `ms`, under their locks,
+  // and kicks delivery: the first chunk's jobs go out while later ones are
+  // read.
+  auto fire_chunk = [&]() -> absl::Status {
     std::vector<uint64_t> hashes;
-    while (end < fired.size() && fired[end].due_ms == ms) {
-      if (tags.insert(fired[end].tag).second) hashes.push_back(fired[end].tag);
-      ++end;
-    }
-    // Under the keys' locks, the due index at `ms` says exactly which of
-    // these jobs are still due then (not canceled, not moved).
+    hashes.reserve(chunk.size());
+    for (const JobKey& key : chunk)
+      hashes.push_back(KeyHash(key.topic, key.id));
+    const absl::flat_hash_set<uint64_t> mine(hashes.begin(), hashes.end());
     KeyLocks::Guard guard(*d_.locks, hashes);
+    // Read under the locks, the chunk's range of the due index says exactly
+    // which of its jobs are still due then (not canceled, not moved).
     std::vector<JobKey> due;
-    absl::Status scan = d_.store->ScanDue(
-        ms, ms + 1, [&](int64_t, std::string_view topic, std::string_view id) {
-          if (tags.contains(KeyHash(AsAbsl(topic), AsAbsl(id)))) {
+    const JobKey& last = chunk.back();
+    absl::Status scan = d_.store->ScanDueFrom(
+        ms, chunk.front().topic, chunk.front().id, ms + 1,
+        [&](int64_t, std::string_view topic, std::string_view id) {
+          // Key order: topics hold no '\0', so (topic, id) pairs compare
+          // as the encoded keys do.
+          if (std::pair(topic, id) >
+              std::pair<std::string_view, std::string_view>(last.topic,
+                                                            last.id)) {
+            return false;
+          }
+          if (mine.contains(KeyHash(AsAbsl(topic), AsAbsl(id)))) {
             due.push_back({std::string(topic), std::string(id)});
           }
           return true;
         });
-    if (!scan.ok()) {
-      // Try again shortly, at the same millisecond, rather than lose the
-      // jobs' timers.
-      DELAYD_LOG_ERROR("fire: cannot read the due index at %d: %s", ms,
-                       scan.ToString());
-      if (retries_.empty()) {
-        d_.scheduler->Add(d_.clock->NowMs() + kRetryMs, kFireRetryTag);
-      }
-      retries_.insert(retries_.end(), fired.begin() + begin,
-                      fired.begin() + end);
-    }
+    if (!scan.ok()) return scan;
+    absl::flat_hash_map<std::string, int64_t> readied;
     for (const JobKey& key : due) {
       if (d_.ledger->Due(key.topic, key.id)) ++readied[key.topic];
     }
-    begin = end;
+    handled.insert(hashes.begin(), hashes.end());
+    for (const auto& [topic, n] : readied) {
+      d_.ledger->CountFired(topic, n);
+      d_.deliverer->Kick(topic);
+    }
+    return absl::OkStatus();
+  };
+  // Which jobs the fired tags name: the due index at `ms`, read without
+  // locks, in chunks.
+  absl::Status scan = d_.store->ScanDue(
+      ms, ms + 1, [&](int64_t, std::string_view topic, std::string_view id) {
+        if (!tags.contains(KeyHash(AsAbsl(topic), AsAbsl(id)))) return true;
+        chunk.push_back({std::string(topic), std::string(id)});
+        if (chunk.size() < kChunk) return true;
+        failed = fire_chunk();
+        chunk.clear();
+        return failed.ok();
+      });
+  if (failed.ok()) failed = scan;
+  if (failed.ok() && !chunk.empty()) failed = fire_chunk();
+  if (failed.ok()) return;
+  // Try again shortly, at the same millisecond, rather than lose the jobs'
+  // timers: the entries not dealt with wait in the retry list.
+  DELAYD_LOG_ERROR("fire: cannot read the due index at %d: %s", ms,
+                   failed.ToString());
+  if (retries_.empty()) {
+    d_.scheduler->Add(d_.clock->NowMs() + kRetryMs, kFireRetryTag);
   }
-  for (const auto& [topic, n] : readied) {
-    d_.ledger->CountFired(topic, n);
-    d_.deliverer->Kick(topic);
+  for (const timer::TimerEntry& e : entries) {
+    if (!handled.contains(e.tag)) retries_.push_back(e);
   }
 }
 

@@ -9,7 +9,13 @@
 //   * due timers are hints (JobTimers): under the keys' locks, the due index
 //     at the fired millisecond says which jobs are really due (not
 //     canceled, not moved). Those join their topic's ready queue through the
-//     JobLedger, and the Deliverer is kicked once per topic.
+//     JobLedger, and the Deliverer is kicked.
+// A herd (many jobs due at one millisecond) is readied in chunks of kChunk:
+// a scan of the due index at that millisecond, without locks, finds the
+// fired jobs in key order; each chunk's keys are then locked, its range of
+// the index read again to keep only the jobs still due, those readied, and
+// delivery kicked, so that the first deliveries leave while later chunks
+// are read.
 // A failed read of the due index is tried again 100 ms later, at the same
 // millisecond: the fired entries wait in a retry list, and a timer of the
 // fire path's own (kFireRetryTag) brings them back. (Re-arming the tags at
@@ -20,7 +26,10 @@
 #ifndef DELAYD_SERVER_CORE_FIRE_PATH_H_
 #define DELAYD_SERVER_CORE_FIRE_PATH_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <deque>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -48,6 +57,9 @@ class FirePath {
     HorizonLoader* horizon;
   };
 
+  // Jobs of one millisecond are readied in chunks of this many.
+  static constexpr size_t kChunk = 1024;
+
   explicit FirePath(const Deps& deps) : d_(deps) {}
   FirePath(const FirePath&) = delete;
   FirePath& operator=(const FirePath&) = delete;
@@ -67,6 +79,8 @@ class FirePath {
  private:
   void Loop();
   void FireBatch(const std::vector<timer::TimerEntry>& all);
+  // The due timers of one millisecond.
+  void FireMillisecond(int64_t ms, std::span<const timer::TimerEntry> entries);
 
   // Constant after construction.
   const Deps d_;

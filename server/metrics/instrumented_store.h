@@ -38,6 +38,11 @@ class InstrumentedStore final : public storage::JobStore {
                        DueVisitor visitor) const override {
     return store_->ScanDue(from_ms, to_ms, visitor);
   }
+  absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
+                           std::string_view from_id, int64_t to_ms,
+                           DueVisitor visitor) const override {
+    return store_->ScanDueFrom(from_ms, from_topic, from_id, to_ms, visitor);
+  }
   absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
                           DueVisitor visitor) const override {
     return store_->ScanExpiry(from_ms, to_ms, visitor);

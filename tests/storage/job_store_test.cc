@@ -188,6 +188,28 @@ TYPED_TEST(JobStoreTest, DueIndexOrdersAcrossYearsAndWithinAMillisecond) {
   EXPECT_OK(this->store().ScanDue(
       0, kAll, [&](int64_t, auto, auto) { return ++visited < 3; }));
   EXPECT_EQ(visited, 3);
+
+  // ScanDueFrom: from a key on, itself included when present.
+  auto from = [&](int64_t ms, std::string_view topic, std::string_view id,
+                  int64_t to) {
+    std::vector<std::pair<int64_t, std::string>> out;
+    EXPECT_OK(this->store().ScanDueFrom(
+        ms, topic, id, to,
+        [&](int64_t due, std::string_view t, std::string_view i) {
+          out.emplace_back(due, std::string(t) + "/" + std::string(i));
+          return true;
+        }));
+    return out;
+  };
+  EXPECT_THAT(from(k2026 + 1, "a", "2", k2026 + 2),
+              ElementsAre(Pair(k2026 + 1, "a/2"), Pair(k2026 + 1, "a.b/0"),
+                          Pair(k2026 + 1, "b/1")));
+  EXPECT_THAT(from(k2026 + 1, "a", "3", k2026 + 2),  // not present
+              ElementsAre(Pair(k2026 + 1, "a.b/0"), Pair(k2026 + 1, "b/1")));
+  EXPECT_THAT(from(k2026 + 1, "b", "1", kAll),
+              ElementsAre(Pair(k2026 + 1, "b/1"), Pair(k2126, "t/y2126")));
+  EXPECT_THAT(from(k2026 + 1, "", "", k2026 + 2).size(), 4u);
+  EXPECT_TRUE(from(k2026 + 1, "c", "", k2026 + 2).empty());
 }
 
 TYPED_TEST(JobStoreTest, ReplaceMovesTheDueEntryAndFinalStatesLeaveIt) {

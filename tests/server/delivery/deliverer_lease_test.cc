@@ -134,11 +134,13 @@ TEST_F(DelivererTest, ASubscriberThatStopsReadingHoldsNoMoreThanItsCredit) {
   Sub stuck = Subscribe("t", 3);
   stuck.sink->Stall();
   for (int i = 0; i < 12; ++i) {
-    MustScheduleWith("t", absl::StrCat("j", i), 0, Retry(100, 1000));
+    MustScheduleWith("t", absl::StrCat("j", i), 100, Retry(100, 1000));
   }
+  Quiesce();
+  clock_.SetMs(kStartMs + 100);  // all due at once: one Send of 3
   ASSERT_TRUE(PollUntil([&] { return stuck.sink->Unwritten() == 3; }, kWait));
   for (int round = 1; round <= 4; ++round) {
-    clock_.SetMs(kStartMs + round * 1000);  // every lease has expired
+    clock_.SetMs(kStartMs + 100 + round * 1000);  // every lease has expired
     Quiesce();
     EXPECT_EQ(stuck.sink->Unwritten(), 3u) << "round " << round;
   }

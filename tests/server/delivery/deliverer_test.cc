@@ -3,6 +3,7 @@
 // back nobody, stream ends redelivering at once, restarts redelivering what
 // was in flight, and the DEAD count rebuilt after a restart. Leases (ack,
 // nack, expiry, extension, cancel, replace) are in deliverer_lease_test.cc.
+#include <atomic>
 #include <map>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/core/fire_path.h"
 #include "server/delivery/ack_token.h"
 #include "tests/server/delivery/deliverer_test_util.h"
 
@@ -161,6 +163,33 @@ TEST_F(DelivererTest, ReadyJobsGoToEachSinkInOneSendAndALoneOneAlone) {
   std::vector<size_t> sends = a.sink->sends();
   for (size_t n : b.sink->sends()) sends.push_back(n);
   EXPECT_THAT(sends, ::testing::UnorderedElementsAre(10, 10, 1));
+}
+
+// A herd (many jobs due at one millisecond) is readied in chunks: the first
+// chunk is delivered while the fire path still reads the due index. Before,
+// nothing was readied until the whole millisecond had been read and locked.
+TEST_F(DelivererTest, AHerdIsDeliveredWhileItsLaterChunksAreRead) {
+  service().Start();
+  Sub sub = Subscribe("t", 10000);
+  constexpr size_t kJobs = 3 * FirePath::kChunk;
+  for (size_t i = 0; i < kJobs; ++i) {
+    MustSchedule("t", absl::StrCat("j", i), 1000);
+  }
+  Quiesce();
+  // The scan of the due index stalls two chunks in until a delivery came
+  // (at most kWait).
+  std::atomic<bool> delivered_meanwhile{false};
+  store_.StallScanDue([&](size_t index) {
+    if (index == 2 * FirePath::kChunk) {
+      delivered_meanwhile = PollUntil([&] { return sub.sink->count() > 0; },
+                                      kWait, absl::Milliseconds(1));
+    }
+  });
+  clock_.SetMs(kStartMs + 1000);
+  ASSERT_TRUE(PollUntil([&] { return sub.sink->count() == kJobs; }, kWait * 2));
+  store_.StallScanDue(nullptr);
+  EXPECT_TRUE(delivered_meanwhile);
+  EXPECT_EQ(Counts("t").in_flight, static_cast<int64_t>(kJobs));
 }
 
 TEST_F(DelivererTest, CreditBoundsEachSubscriberAndASlowOneHoldsBackNobody) {
