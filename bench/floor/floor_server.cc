@@ -72,7 +72,9 @@ class Stream {
       writing_ = true;
       FillLocked();
     }
-    Write();
+    // No hint on the write that starts a run (as delayd): with one, the
+    // first deliveries of a stream never reached the client here.
+    Write(/*chained=*/false);
   }
 
   void Finish(const grpc::Status& status) {
@@ -108,7 +110,7 @@ class Stream {
       }
     }
     if (message_.deliveries_size() > 0) {
-      Write();
+      Write(/*chained=*/true);
     } else {
       reactor_->Finish(finish);
     }
@@ -128,9 +130,9 @@ class Stream {
     more_ = !queue_.empty();
   }
 
-  void Write() {
+  void Write(bool chained) {
     grpc::WriteOptions options;
-    if (more_) options.set_buffer_hint();
+    if (chained && more_) options.set_buffer_hint();
     reactor_->StartWrite(&message_, options);
   }
 

@@ -7,6 +7,8 @@
 # window opens ("delivery"), the client's CPU from that point, and the
 # machine's busy CPU over the same span (what else ran shows as the rest).
 # FLOOR_PRELOAD=/path/to/lib.so runs the server under LD_PRELOAD.
+# MEASURE_ARGS are added to the bench's arguments (e.g. "--max-batch 1" for
+# one delivery per stream message, as before batched messages).
 set -eu
 mode=$1 port=$2 build=${3:-$(dirname "$0")/../../build}
 case $mode in
@@ -28,7 +30,7 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 s0=$(jiffies $server)
 t0=$(date +%s%3N)
 /usr/bin/time -f "%U %S" -o "$tmp/time" "$build/bench/delayd-bench/delayd-bench" \
-  $args --target "127.0.0.1:$port" > "$tmp/bench.json" &
+  $args ${MEASURE_ARGS:-} --target "127.0.0.1:$port" > "$tmp/bench.json" &
 timer=$!
 # The window opens at the earliest lead_ms after the bench starts.
 sleep "$(echo "($lead_ms - 700) / 1000" | bc -l)"

@@ -44,7 +44,7 @@ class SubscribeReactor::Stream final : public DeliverySink {
       writing_ = true;
       FillMessageLocked();
     }
-    StartWrite();
+    StartWrite(/*chained=*/false);
   }
 
   size_t Unwritten() const override {
@@ -96,7 +96,7 @@ class SubscribeReactor::Stream final : public DeliverySink {
       }
     }
     if (next) {
-      StartWrite();
+      StartWrite(/*chained=*/true);
     } else if (do_finish) {
       reactor_->Finish(finish);
     }
@@ -127,11 +127,14 @@ class SubscribeReactor::Stream final : public DeliverySink {
   }
 
   // Outside mu_: message_ is not touched again until OnWriteDone.
-  void StartWrite() {
+  // `chained`: from OnWriteDone, not the write that starts a run.
+  void StartWrite(bool chained) {
     // More are queued: let gRPC coalesce this message with the next (the
-    // last of a run goes without the hint, so nothing is held back).
+    // last of a run goes without the hint, so nothing is held back). Never
+    // on the write that starts a run: with one, the floor server's streams
+    // (bench/floor, --max-batch 1) delivered nothing at all.
     grpc::WriteOptions options;
-    if (more_) options.set_buffer_hint();
+    if (chained && more_) options.set_buffer_hint();
     reactor_->StartWrite(&message_, options);
   }
 

@@ -166,6 +166,25 @@ TEST_F(DeliveryTest, MessagesBatchUnderLoadAndALoneJobGoesAloneAtOnce) {
   EXPECT_EQ(sub.at(1001).delivery.job().id(), "later");
 }
 
+// Jobs waiting when a subscriber comes, more than one message holds
+// (max_batch 1): the first message is followed by more at once, and all
+// come. (With a buffer hint on the write that started a run the floor
+// server delivered nothing in this case; delayd's streams had the same hint
+// for a while and passed this test even so, but no longer carry it.)
+TEST_F(DeliveryTest, AStreamWhoseFirstWriteIsFollowedByMoreIsNotHeldBack) {
+  for (int i = 0; i < 5; ++i) {
+    MustSchedule(Spec("waiting", absl::StrCat("j", i), absl::ZeroDuration()));
+  }
+  ASSERT_TRUE(
+      Eventually([&] { return client_->StatsOf("waiting").ready() == 5; }));
+  subscribers_.push_back(std::make_unique<TestSubscriber>(
+      server_->NewChannel(), "waiting", 10, /*auto_ack=*/false,
+      /*max_batch=*/1));
+  TestSubscriber& sub = *subscribers_.back();
+  ASSERT_TRUE(sub.WaitFor(5, absl::Seconds(20))) << "got " << sub.count();
+  EXPECT_EQ(sub.message_sizes(), std::vector<size_t>(5, 1));
+}
+
 // A client that stops reading its stream: HTTP/2 flow control holds the
 // server's writes, the leases of what waits expire and give its credit
 // back, but the server queues no more than max_in_flight deliveries for it
