@@ -17,6 +17,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -390,26 +391,22 @@ TEST_F(RpcFuzzTest, SchedulingRpcsAnswerOkOrNameTheFieldAndStoreValidTimes) {
 }
 
 TEST_F(RpcFuzzTest, DeliveryRpcsAnswerOkOrNameTheFieldAndStoreValidTimes) {
-  for (int64_t max_in_flight : std::vector<int64_t>{
+  // Each boundary value as max_in_flight, then as max_batch.
+  for (int64_t value : std::vector<int64_t>{
            0, 1, 10000, 10001, std::numeric_limits<uint32_t>::max()}) {
-    TestSubscriber sub(server_->NewChannel(), Coin() ? "fuzz" : Sized(128, 't'),
-                       static_cast<uint32_t>(max_in_flight));
-    const std::optional<grpc::Status> end =
-        sub.WaitEnd(absl::Milliseconds(100));
-    if (end.has_value()) {
-      Check(absl::StrCat("Subscribe max_in_flight ", max_in_flight), *end,
-            v1::Delivery());
-    }
-  }
-  for (int64_t max_batch : std::vector<int64_t>{
-           0, 1, 10000, 10001, std::numeric_limits<uint32_t>::max()}) {
-    TestSubscriber sub(server_->NewChannel(), "fuzz", 10, /*auto_ack=*/false,
-                       static_cast<uint32_t>(max_batch));
-    const std::optional<grpc::Status> end =
-        sub.WaitEnd(absl::Milliseconds(100));
-    if (end.has_value()) {
-      Check(absl::StrCat("Subscribe max_batch ", max_batch), *end,
-            v1::Delivery());
+    const auto v = static_cast<uint32_t>(value);
+    const std::string topic = Coin() ? "fuzz" : Sized(128, 't');
+    for (const auto& [field, max_in_flight, max_batch] :
+         {std::tuple{"max_in_flight", v, 0u},
+          std::tuple{"max_batch", 10u, v}}) {
+      TestSubscriber sub(server_->NewChannel(), topic, max_in_flight,
+                         /*auto_ack=*/false, max_batch);
+      const std::optional<grpc::Status> end =
+          sub.WaitEnd(absl::Milliseconds(100));
+      if (end.has_value()) {
+        Check(absl::StrCat("Subscribe ", field, " ", value), *end,
+              v1::Delivery());
+      }
     }
   }
   for (int n : {0, 1, 1000, 1001}) {
