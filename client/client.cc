@@ -81,22 +81,6 @@ bool DeliveryStream::Next(v1::Delivery* delivery) {
   return true;
 }
 
-bool DeliveryStream::NextBatch(std::vector<v1::Delivery>* deliveries) {
-  if (next_ == message_.deliveries_size()) {
-    next_ = 0;
-    do {
-      if (!reader_->Read(&message_)) {
-        message_.Clear();
-        return false;
-      }
-    } while (message_.deliveries_size() == 0);
-  }
-  for (; next_ < message_.deliveries_size(); ++next_) {
-    deliveries->emplace_back().Swap(message_.mutable_deliveries(next_));
-  }
-  return true;
-}
-
 void DeliveryStream::Cancel() { context_.TryCancel(); }
 
 absl::Status DeliveryStream::Finish() {

@@ -140,10 +140,6 @@ class DeliveryStream {
   // server sends several per stream message when several are ready: Next
   // hands them out one at a time.
   bool Next(v1::Delivery* delivery);
-  // Blocks for the next stream message and appends its deliveries to
-  // `deliveries` (with those still buffered from the last one, if any);
-  // false when the stream has ended.
-  bool NextBatch(std::vector<v1::Delivery>* deliveries);
   // Ends the stream: Next() returns false soon after.
   void Cancel();
   // REQUIRES: Next() returned false. The stream's final status: CANCELLED

@@ -192,6 +192,29 @@ TEST_F(DelivererTest, AHerdIsDeliveredWhileItsLaterChunksAreRead) {
   EXPECT_EQ(Counts("t").in_flight, static_cast<int64_t>(kJobs));
 }
 
+// A job canceled while a herd's due index is being read: the scan, begun
+// before, still lists it; the read of its chunk under the keys' locks must
+// drop it, so it is never readied or counted as fired.
+TEST_F(DelivererTest, AJobCanceledDuringAHerdsScanIsNotReadied) {
+  service().Start();
+  constexpr size_t kJobs = 3 * FirePath::kChunk;
+  for (size_t i = 0; i < kJobs; ++i) {
+    MustSchedule("t", absl::StrCat("j", i), 1000);
+  }
+  Quiesce();
+  store_.StallScanDue([&](size_t index) {
+    if (index == 2 * FirePath::kChunk) {
+      EXPECT_OK(service().Cancel(CancelReq("t", "j999")));  // last in order
+    }
+  });
+  clock_.SetMs(kStartMs + 1000);
+  ASSERT_TRUE(WaitForReady("t", static_cast<int64_t>(kJobs - 1)));
+  Quiesce();
+  store_.StallScanDue(nullptr);
+  EXPECT_EQ(Counts("t").ready, static_cast<int64_t>(kJobs - 1));
+  EXPECT_EQ(Counts("t").live, static_cast<int64_t>(kJobs - 1));
+}
+
 TEST_F(DelivererTest, CreditBoundsEachSubscriberAndASlowOneHoldsBackNobody) {
   service().Start();
   Sub slow = Subscribe("t", 2);  // never acks
