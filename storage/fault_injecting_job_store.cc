@@ -119,6 +119,12 @@ absl::Status FaultInjectingJobStore::ScanDueFrom(int64_t from_ms,
   return target_.ScanDueFrom(from_ms, from_topic, from_id, to_ms, visitor);
 }
 
+absl::Status FaultInjectingJobStore::ScanDueMarked(
+    int64_t from_ms, int64_t to_ms, MarkedDueVisitor visitor) const {
+  if (absl::Status s = ReadFaultFor(Read::kScanDue); !s.ok()) return s;
+  return target_.ScanDueMarked(from_ms, to_ms, visitor);
+}
+
 absl::Status FaultInjectingJobStore::ScanExpiry(int64_t from_ms, int64_t to_ms,
                                                 DueVisitor visitor) const {
   if (absl::Status s = ReadFaultFor(Read::kScanExpiry); !s.ok()) return s;

@@ -31,7 +31,7 @@ class FaultInjectingJobStore final : public JobStore {
   enum class Read {
     kGet,
     kMultiGet,
-    kScanDue,  // and ScanDueFrom
+    kScanDue,  // and ScanDueFrom, ScanDueMarked
     kScanExpiry,
     kScanJobs,
     kScanTopics,
@@ -87,6 +87,8 @@ class FaultInjectingJobStore final : public JobStore {
                            DueVisitor visitor) const override;
   absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
                        DueVisitor visitor) const override;
+  absl::Status ScanDueMarked(int64_t from_ms, int64_t to_ms,
+                             MarkedDueVisitor visitor) const override;
   absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
                           DueVisitor visitor) const override;
   absl::Status ScanJobs(std::string_view topic, std::string_view id_prefix,

@@ -42,6 +42,10 @@ class ForwardingJobStore : public JobStore {
                            DueVisitor visitor) const override {
     return target_.ScanDueFrom(from_ms, from_topic, from_id, to_ms, visitor);
   }
+  absl::Status ScanDueMarked(int64_t from_ms, int64_t to_ms,
+                             MarkedDueVisitor visitor) const override {
+    return target_.ScanDueMarked(from_ms, to_ms, visitor);
+  }
   absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
                           DueVisitor visitor) const override {
     return target_.ScanExpiry(from_ms, to_ms, visitor);

@@ -21,6 +21,10 @@ absl::Status InMemoryJobStore::Apply(std::span<const Mutation> mutations,
     if (absl::Status s = CheckPreviousDue(m, *stored); !s.ok()) return s;
   }
   for (const Mutation& m : mutations) {
+    if (m.kind() == Mutation::Kind::kMarkAttempt) {
+      due_[EncodeDueKey(*m.new_due_ms(), m.topic(), m.id())] = m.attempt();
+      continue;
+    }
     if (m.previous_due_ms().has_value()) {
       due_.erase(EncodeDueKey(*m.previous_due_ms(), m.topic(), m.id()));
     }
@@ -34,10 +38,10 @@ absl::Status InMemoryJobStore::Apply(std::span<const Mutation> mutations,
     }
     jobs_[std::move(key)] = m.record().SerializeAsString();
     if (m.new_due_ms().has_value()) {
-      due_.insert(EncodeDueKey(*m.new_due_ms(), m.topic(), m.id()));
+      due_[EncodeDueKey(*m.new_due_ms(), m.topic(), m.id())] = 0;
     }
     if (m.new_expiry_ms().has_value()) {
-      expiry_.insert(EncodeDueKey(*m.new_expiry_ms(), m.topic(), m.id()));
+      expiry_[EncodeDueKey(*m.new_expiry_ms(), m.topic(), m.id())] = 0;
     }
   }
   counters_.RecordWrite(true, durability == Durability::kSync, mutations.size(),
@@ -73,8 +77,23 @@ InMemoryJobStore::MultiGet(std::span<const JobKeyView> keys) const {
   return out;
 }
 
+namespace {
+
+// A DueVisitor as a MarkedDueVisitor that ignores the mark.
+auto IgnoringMarks(JobStore::DueVisitor visitor) {
+  return [visitor](int64_t due_ms, std::string_view topic, std::string_view id,
+                   uint32_t) { return visitor(due_ms, topic, id); };
+}
+
+}  // namespace
+
 absl::Status InMemoryJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
                                        DueVisitor visitor) const {
+  return ScanIndex(false, from_ms, to_ms, IgnoringMarks(visitor));
+}
+
+absl::Status InMemoryJobStore::ScanDueMarked(int64_t from_ms, int64_t to_ms,
+                                             MarkedDueVisitor visitor) const {
   return ScanIndex(false, from_ms, to_ms, visitor);
 }
 
@@ -83,34 +102,36 @@ absl::Status InMemoryJobStore::ScanDueFrom(int64_t from_ms,
                                            std::string_view from_id,
                                            int64_t to_ms,
                                            DueVisitor visitor) const {
-  return ScanIndex(false, from_ms, to_ms, visitor,
+  return ScanIndex(false, from_ms, to_ms, IgnoringMarks(visitor),
                    EncodeDueKey(from_ms, from_topic, from_id));
 }
 
 absl::Status InMemoryJobStore::ScanExpiry(int64_t from_ms, int64_t to_ms,
                                           DueVisitor visitor) const {
-  return ScanIndex(true, from_ms, to_ms, visitor);
+  return ScanIndex(true, from_ms, to_ms, IgnoringMarks(visitor));
 }
 
 absl::Status InMemoryJobStore::ScanIndex(bool expiry, int64_t from_ms,
-                                         int64_t to_ms, DueVisitor visitor,
+                                         int64_t to_ms,
+                                         MarkedDueVisitor visitor,
                                          std::string_view start) const {
   const std::string begin =
       start.empty() ? EncodeDueTime(from_ms) : std::string(start);
   const std::string end = EncodeDueTime(to_ms);
-  std::vector<std::string> keys;
+  std::vector<std::pair<std::string, uint32_t>> entries;
   {
     absl::ReaderMutexLock lock(&mu_);
-    const std::set<std::string, std::less<>>& index = expiry ? expiry_ : due_;
-    for (auto it = index.lower_bound(begin); it != index.end() && *it < end;
-         ++it) {
-      keys.push_back(*it);
+    const std::map<std::string, uint32_t, std::less<>>& index =
+        expiry ? expiry_ : due_;
+    for (auto it = index.lower_bound(begin);
+         it != index.end() && it->first < end; ++it) {
+      entries.push_back(*it);
     }
   }
-  for (const std::string& key : keys) {
+  for (const auto& [key, mark] : entries) {
     absl::StatusOr<DueKeyView> due = DecodeDueKey(key);
     if (!due.ok()) return due.status();
-    if (!visitor(due->due_ms, due->topic, due->id)) break;
+    if (!visitor(due->due_ms, due->topic, due->id, mark)) break;
   }
   return absl::OkStatus();
 }

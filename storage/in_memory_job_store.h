@@ -14,7 +14,6 @@
 
 #include <functional>
 #include <map>
-#include <set>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -40,6 +39,8 @@ class InMemoryJobStore final : public JobStore {
                            DueVisitor visitor) const override;
   absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
                        DueVisitor visitor) const override;
+  absl::Status ScanDueMarked(int64_t from_ms, int64_t to_ms,
+                             MarkedDueVisitor visitor) const override;
   absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
                           DueVisitor visitor) const override;
   absl::Status ScanJobs(std::string_view topic, std::string_view id_prefix,
@@ -60,16 +61,17 @@ class InMemoryJobStore final : public JobStore {
   // ScanDue(From) (expiry false) or ScanExpiry (true), from the key `start`
   // on (empty: from from_ms).
   absl::Status ScanIndex(bool expiry, int64_t from_ms, int64_t to_ms,
-                         DueVisitor visitor, std::string_view start = {}) const
+                         MarkedDueVisitor visitor,
+                         std::string_view start = {}) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   mutable absl::Mutex mu_;
   // EncodeJobKey(topic, id) -> serialized JobRecord.
   std::map<std::string, std::string, std::less<>> jobs_ ABSL_GUARDED_BY(mu_);
-  // EncodeDueKey(due_ms, topic, id).
-  std::set<std::string, std::less<>> due_ ABSL_GUARDED_BY(mu_);
-  // EncodeDueKey(expires_at_ms, topic, id).
-  std::set<std::string, std::less<>> expiry_ ABSL_GUARDED_BY(mu_);
+  // EncodeDueKey(due_ms, topic, id) -> attempt mark (0: none).
+  std::map<std::string, uint32_t, std::less<>> due_ ABSL_GUARDED_BY(mu_);
+  // EncodeDueKey(expires_at_ms, topic, id) -> 0.
+  std::map<std::string, uint32_t, std::less<>> expiry_ ABSL_GUARDED_BY(mu_);
   StoreCounters counters_;
 };
 

@@ -51,6 +51,9 @@ class JobStore {
   // in progress does not see the writes it makes.
   using DueVisitor = absl::FunctionRef<bool(
       int64_t due_ms, std::string_view topic, std::string_view id)>;
+  using MarkedDueVisitor =
+      absl::FunctionRef<bool(int64_t due_ms, std::string_view topic,
+                             std::string_view id, uint32_t attempt_mark)>;
   using JobVisitor = absl::FunctionRef<bool(const JobRecord& record)>;
   using TopicVisitor = absl::FunctionRef<bool(std::string_view topic)>;
 
@@ -105,6 +108,11 @@ class JobStore {
   virtual absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                                    std::string_view from_id, int64_t to_ms,
                                    DueVisitor visitor) const = 0;
+
+  // As ScanDue, with each entry's attempt mark (0: none; key_codec.h):
+  // recovery's scan. Errors also DATA_LOSS for a malformed mark (named).
+  virtual absl::Status ScanDueMarked(int64_t from_ms, int64_t to_ms,
+                                     MarkedDueVisitor visitor) const = 0;
 
   // Visits the expiry entries with from_ms <= expires_at_ms < to_ms (both
   // clamped to >= 0), in (expires_at_ms, topic, id) order, like ScanDue.

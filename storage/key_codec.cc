@@ -71,6 +71,35 @@ absl::StatusOr<DueKeyView> DecodeDueKey(std::string_view key) {
   return DueKeyView{static_cast<int64_t>(v), job->topic, job->id};
 }
 
+std::string EncodeAttemptMark(uint32_t attempt) {
+  std::string out;
+  do {
+    const auto low = static_cast<uint8_t>(attempt & 0x7f);
+    attempt >>= 7;
+    out.push_back(static_cast<char>(attempt == 0 ? low : (low | 0x80)));
+  } while (attempt != 0);
+  return out;
+}
+
+absl::StatusOr<uint32_t> DecodeAttemptMark(std::string_view key,
+                                           std::string_view value) {
+  uint64_t attempt = 0;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const auto byte = static_cast<uint8_t>(value[i]);
+    attempt |= static_cast<uint64_t>(byte & 0x7f) << (7 * i);
+    const bool last = (byte & 0x80) == 0;
+    if (last != (i + 1 == value.size()) || i >= 5 ||
+        attempt > std::numeric_limits<uint32_t>::max()) {
+      break;
+    }
+    if (last) return static_cast<uint32_t>(attempt);
+  }
+  if (value.empty()) return 0;
+  return absl::DataLossError(absl::StrCat(
+      "storage: due entry \"", PrintableKey(key),
+      "\": its value is not an attempt mark (", value.size(), " bytes)"));
+}
+
 std::string PrefixSuccessor(std::string_view prefix) {
   std::string out(prefix);
   while (!out.empty()) {

@@ -1,14 +1,15 @@
 // The key layout of delayd's RocksDB store, and the functions that encode and
 // decode its keys. Pure functions; thread-safe.
 //
-// Layout version 2 (kStoreLayoutVersion in job_record.h; bump it on any
-// change here, see storage/job_record.proto; version 1 had no `expiry`):
+// Layout version 3 (kStoreLayoutVersion in job_record.h; bump it on any
+// change here, see storage/job_record.proto; version 1 had no `expiry`,
+// version 2 no attempt marks):
 //
 //   column family   key                                   value
 //   -------------   -----------------------------------   ----------------
 //   default         "delayd.meta"                         StoreMeta
 //   jobs            topic '\0' id                         JobRecord
-//   due             be64(due_ms) topic '\0' id            empty
+//   due             be64(due_ms) topic '\0' id            empty, or a mark
 //   expiry          be64(expires_at_ms) topic '\0' id     empty
 //
 // * topic is 1-128 bytes of [A-Za-z0-9._:-] and id is UTF-8 without control
@@ -27,6 +28,12 @@
 //   DecodeDueKey), with the time a retained DONE or CANCELED record expires
 //   (> 0): the sweeper finds expired records in expiry order without
 //   reading any record, and recovery's scan of `due` never meets them.
+// * A due entry's value is empty, or an attempt mark: varint32(attempt),
+//   attempt >= 1, written when a delivery of the job goes out
+//   (Mutation::MarkAttempt). The record keeps the job as it was before the
+//   delivery; the mark alone says, after a crash, that delivery `attempt`
+//   was out. Every put of the record rewrites the entry empty, every
+//   delete removes it.
 #ifndef DELAYD_STORAGE_KEY_CODEC_H_
 #define DELAYD_STORAGE_KEY_CODEC_H_
 
@@ -83,6 +90,14 @@ std::string EncodeDueTime(int64_t due_ms);
 // Decodes a due key. DATA_LOSS when it is shorter than 9 bytes, its time is
 // above INT64_MAX or its job key does not decode.
 absl::StatusOr<DueKeyView> DecodeDueKey(std::string_view key);
+
+// The value of a due entry marked with `attempt` (>= 1): its varint32.
+std::string EncodeAttemptMark(uint32_t attempt);
+
+// The attempt a due entry's value marks; 0 for an empty value (no mark).
+// DATA_LOSS naming `key` (a due key) when the value is not a varint32.
+absl::StatusOr<uint32_t> DecodeAttemptMark(std::string_view key,
+                                           std::string_view value);
 
 // A key range [begin, end) of the jobs column family.
 struct KeyRange {

@@ -46,6 +46,15 @@ Mutation Mutation::Delete(std::string topic, std::string id,
                   previous_due_ms, previous_expiry_ms);
 }
 
+Mutation Mutation::MarkAttempt(std::string topic, std::string id,
+                               int64_t due_ms, uint32_t attempt) {
+  Mutation m(Kind::kMarkAttempt, JobRecord(), std::move(topic), std::move(id),
+             due_ms, std::nullopt);
+  m.new_due_ms_ = m.previous_due_ms_;
+  m.attempt_ = attempt;
+  return m;
+}
+
 std::string_view Mutation::topic() const {
   const std::string& topic =
       kind_ == Kind::kPut ? record_.job().topic() : topic_;
@@ -102,6 +111,13 @@ absl::Status CheckPreviousDue(const Mutation& m,
   const int64_t actual_expiry =
       stored.has_value() ? ExpiryIndexEntryOf(*stored).value_or(kNone) : kNone;
   const int64_t passed_expiry = m.previous_expiry_ms().value_or(kNone);
+  if (m.kind() == Mutation::Kind::kMarkAttempt && actual == kNone) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("storage: attempt mark of key \"",
+                     PrintableKey(EncodeJobKey(m.topic(), m.id())),
+                     "\": the job has no due entry",
+                     stored.has_value() ? "" : " (no record stored)"));
+  }
   if (actual == passed && actual_expiry == passed_expiry) {
     return absl::OkStatus();
   }

@@ -1,5 +1,6 @@
-// Mutation: one change to one stored job (a put of its full record, or a
-// delete), as JobStore::Apply takes it. A value type; not synchronized.
+// Mutation: one change to one stored job (a put of its full record, a
+// delete, or an attempt mark on its due entry), as JobStore::Apply takes it.
+// A value type; not synchronized.
 //
 // The store keeps the due index from what a mutation says: it removes the
 // entry at previous_due_ms (when set) and, for a put, adds the entry at
@@ -25,7 +26,7 @@ namespace delayd::storage {
 
 class Mutation {
  public:
-  enum class Kind { kPut, kDelete };
+  enum class Kind { kPut, kDelete, kMarkAttempt };
 
   // Stores `record` under (record.job().topic(), record.job().id()),
   // replacing any stored record, and sets its format_version to
@@ -43,19 +44,28 @@ class Mutation {
       std::string topic, std::string id, std::optional<int64_t> previous_due_ms,
       std::optional<int64_t> previous_expiry_ms = std::nullopt);
 
+  // Marks the due entry of (topic, id) at due_ms with `attempt` (key_codec.h):
+  // a delivery of the job, its attempt-th, is out. The record is left as it
+  // is. attempt 0 clears the mark. REQUIRES: due_ms is DueIndexEntryOf(the
+  // record stored now) (it is both previous_due_ms() and new_due_ms()).
+  static Mutation MarkAttempt(std::string topic, std::string id, int64_t due_ms,
+                              uint32_t attempt);
+
   Kind kind() const { return kind_; }
   std::string_view topic() const;
   std::string_view id() const;
   JobKeyView key() const { return {topic(), id()}; }
   // REQUIRES: kind() == kPut.
   const JobRecord& record() const { return record_; }
+  // REQUIRES: kind() == kMarkAttempt.
+  uint32_t attempt() const { return attempt_; }
   // For a caller that keeps the mutation after Apply and wants its record's
   // parts without a copy (topic() and id() read it). REQUIRES: kind() ==
   // kPut.
   JobRecord& mutable_record() { return record_; }
   std::optional<int64_t> previous_due_ms() const { return previous_due_ms_; }
   // The due entry this mutation leaves: DueIndexEntryOf(record()) for a put,
-  // nullopt for a delete.
+  // nullopt for a delete, the marked entry for a mark.
   std::optional<int64_t> new_due_ms() const { return new_due_ms_; }
   std::optional<int64_t> previous_expiry_ms() const {
     return previous_expiry_ms_;
@@ -76,12 +86,13 @@ class Mutation {
 
   Kind kind_;
   JobRecord record_;   // Kind::kPut only.
-  std::string topic_;  // Kind::kDelete only; a put's key is in record_.
+  std::string topic_;  // not for Kind::kPut: a put's key is in record_.
   std::string id_;
   std::optional<int64_t> previous_due_ms_;
   std::optional<int64_t> new_due_ms_;
   std::optional<int64_t> previous_expiry_ms_;
   std::optional<int64_t> new_expiry_ms_;
+  uint32_t attempt_ = 0;  // Kind::kMarkAttempt only.
 };
 
 // Checks the preconditions of JobStore::Apply that need no stored data:
@@ -91,7 +102,8 @@ absl::Status ValidateMutations(std::span<const Mutation> mutations);
 
 // FAILED_PRECONDITION naming the key when `m.previous_due_ms()` is not
 // DueIndexEntryOf(*stored), or `m.previous_expiry_ms()` is not
-// ExpiryIndexEntryOf(*stored) (both nullopt when nothing is stored).
+// ExpiryIndexEntryOf(*stored) (both nullopt when nothing is stored), or `m`
+// marks a job that has no due entry.
 absl::Status CheckPreviousDue(const Mutation& m,
                               const std::optional<JobRecord>& stored);
 

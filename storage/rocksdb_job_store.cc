@@ -177,8 +177,17 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
   rocksdb::Status s;
   std::string value;
   for (const Mutation& m : mutations) {
-    // A put that leaves the due entry where it is (a lease, a nack's record
-    // update) writes only the record.
+    if (m.kind() == Mutation::Kind::kMarkAttempt) {
+      // The due entry alone, its value the mark; the record stays.
+      s = batch.Put(
+          due_cf_, EncodeDueKey(*m.new_due_ms(), m.topic(), m.id()),
+          m.attempt() == 0 ? std::string() : EncodeAttemptMark(m.attempt()));
+      if (!s.ok())
+        return FromRocksDb(s, "storage: cannot build the write batch");
+      continue;
+    }
+    // A put that leaves the due entry where it is still writes it: empty,
+    // which clears any attempt mark.
     const bool due_unchanged = m.kind() == Mutation::Kind::kPut &&
                                m.previous_due_ms() == m.new_due_ms();
     if (m.previous_due_ms().has_value() && !due_unchanged) {
@@ -195,7 +204,7 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
     } else if (s.ok()) {
       m.record().SerializeToString(&value);
       s = batch.Put(jobs_cf_, key, value);
-      if (s.ok() && m.new_due_ms().has_value() && !due_unchanged) {
+      if (s.ok() && m.new_due_ms().has_value()) {
         s = batch.Put(due_cf_, EncodeDueKey(*m.new_due_ms(), m.topic(), m.id()),
                       rocksdb::Slice());
       }
@@ -292,9 +301,19 @@ absl::StatusOr<std::vector<std::optional<JobRecord>>> RocksDbJobStore::MultiGet(
   return out;
 }
 
+namespace {
+
+// A DueVisitor as a MarkedDueVisitor that ignores the mark.
+auto IgnoringMarks(JobStore::DueVisitor visitor) {
+  return [visitor](int64_t due_ms, std::string_view topic, std::string_view id,
+                   uint32_t) { return visitor(due_ms, topic, id); };
+}
+
+}  // namespace
+
 absl::Status RocksDbJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
                                       DueVisitor visitor) const {
-  return ScanIndex(due_cf_, from_ms, to_ms, visitor);
+  return ScanIndex(due_cf_, from_ms, to_ms, IgnoringMarks(visitor));
 }
 
 absl::Status RocksDbJobStore::ScanDueFrom(int64_t from_ms,
@@ -302,19 +321,25 @@ absl::Status RocksDbJobStore::ScanDueFrom(int64_t from_ms,
                                           std::string_view from_id,
                                           int64_t to_ms,
                                           DueVisitor visitor) const {
-  return ScanIndex(due_cf_, from_ms, to_ms, visitor,
+  return ScanIndex(due_cf_, from_ms, to_ms, IgnoringMarks(visitor),
                    EncodeDueKey(from_ms, from_topic, from_id));
+}
+
+absl::Status RocksDbJobStore::ScanDueMarked(int64_t from_ms, int64_t to_ms,
+                                            MarkedDueVisitor visitor) const {
+  return ScanIndex(due_cf_, from_ms, to_ms, visitor, {}, true);
 }
 
 absl::Status RocksDbJobStore::ScanExpiry(int64_t from_ms, int64_t to_ms,
                                          DueVisitor visitor) const {
-  return ScanIndex(expiry_cf_, from_ms, to_ms, visitor);
+  return ScanIndex(expiry_cf_, from_ms, to_ms, IgnoringMarks(visitor));
 }
 
 absl::Status RocksDbJobStore::ScanIndex(rocksdb::ColumnFamilyHandle* cf,
                                         int64_t from_ms, int64_t to_ms,
-                                        DueVisitor visitor,
-                                        std::string_view start) const {
+                                        MarkedDueVisitor visitor,
+                                        std::string_view start,
+                                        bool marks) const {
   if (ClampDueMs(from_ms) >= ClampDueMs(to_ms)) return absl::OkStatus();
   const std::string lower = EncodeDueTime(from_ms);
   const std::string upper = EncodeDueTime(to_ms);
@@ -328,7 +353,16 @@ absl::Status RocksDbJobStore::ScanIndex(rocksdb::ColumnFamilyHandle* cf,
        it->Valid(); it->Next()) {
     absl::StatusOr<DueKeyView> due = DecodeDueKey(ToView(it->key()));
     if (!due.ok()) return due.status();
-    if (!visitor(due->due_ms, due->topic, due->id)) return absl::OkStatus();
+    uint32_t mark = 0;
+    if (marks) {
+      absl::StatusOr<uint32_t> decoded =
+          DecodeAttemptMark(ToView(it->key()), ToView(it->value()));
+      if (!decoded.ok()) return decoded.status();
+      mark = *decoded;
+    }
+    if (!visitor(due->due_ms, due->topic, due->id, mark)) {
+      return absl::OkStatus();
+    }
   }
   return FromRocksDb(it->status(), absl::StrCat("storage: ", cf->GetName(),
                                                 " index scan failed"));

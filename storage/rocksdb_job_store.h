@@ -129,6 +129,8 @@ class RocksDbJobStore final : public JobStore {
   absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                            std::string_view from_id, int64_t to_ms,
                            DueVisitor visitor) const override;
+  absl::Status ScanDueMarked(int64_t from_ms, int64_t to_ms,
+                             MarkedDueVisitor visitor) const override;
   absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
                           DueVisitor visitor) const override;
   absl::Status ScanJobs(std::string_view topic, std::string_view id_prefix,
@@ -156,11 +158,12 @@ class RocksDbJobStore final : public JobStore {
   // The sticky write error, OK when writes are accepted.
   absl::Status WriteError() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status VerifyPreviousDue(std::span<const Mutation> mutations) const;
-  // ScanDue(From) and ScanExpiry: the keys of `cf` (due-key encoded) in
-  // [from_ms, to_ms), from the key `start` on (empty: from from_ms).
+  // ScanDue(From|Marked) and ScanExpiry: the keys of `cf` (due-key
+  // encoded) in [from_ms, to_ms), from the key `start` on (empty: from
+  // from_ms); with their attempt marks when `marks` (else 0).
   absl::Status ScanIndex(rocksdb::ColumnFamilyHandle* cf, int64_t from_ms,
-                         int64_t to_ms, DueVisitor visitor,
-                         std::string_view start = {}) const;
+                         int64_t to_ms, MarkedDueVisitor visitor,
+                         std::string_view start = {}, bool marks = false) const;
 
   // Constant after construction (until Close).
   const std::string path_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -26,6 +27,7 @@ absl::StatusOr<v1::Job> JobQuery::GetJob(const v1::GetJobRequest& req) const {
   absl::StatusOr<std::optional<JobRecord>> stored =
       store_->Get(req.key().topic(), req.key().id());
   if (!stored.ok()) return stored.status();
+  deliverer_->OverlayLeases({&*stored, 1});
   if (!stored->has_value()) {
     return absl::NotFoundError(absl::StrCat("key: no job (", req.key().topic(),
                                             ", \"", req.key().id(), "\")"));
@@ -85,10 +87,12 @@ absl::StatusOr<v1::ListJobsResponse> JobQuery::ListJobs(
   constexpr size_t kTokenRoom = 1024;
   size_t reply_bytes = kTokenRoom;
   absl::Status scan = store_->ScanJobs(
-      req.topic(), req.id_prefix(), *after, [&](const JobRecord& record) {
-        const int64_t due = TimestampToUnixMs(record.job().fire_at());
+      req.topic(), req.id_prefix(), *after, [&](const JobRecord& stored) {
+        const int64_t due = TimestampToUnixMs(stored.job().fire_at());
         if (due < due_after || due >= due_before) return true;
-        v1::Job job = PresentJob(record, now_ms);
+        std::optional<JobRecord> record = stored;
+        deliverer_->OverlayLeases({&record, 1});
+        v1::Job job = PresentJob(*record, now_ms);
         if (!states.empty() && !states.contains(job.state())) return true;
         if (!req.include_payload()) job.clear_payload();
         const size_t job_bytes = job.ByteSizeLong() + 8;

@@ -2,7 +2,8 @@
 // state, id prefix and due range, a page never over the reply limit) and
 // GetStats (per-topic counts from the TopicTable, and the jobs due within
 // a minute, an hour and a day from a scan of the due index). Reads the
-// store without key locks: a read sees each record as some write left it.
+// store without key locks: a read sees each record as some write left it,
+// with its lease overlaid (Deliverer::OverlayLeases).
 //
 // Thread-safe.
 #ifndef DELAYD_SERVER_CORE_JOB_QUERY_H_
@@ -10,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "delayd/v1/delayd.pb.h"
+#include "server/delivery/deliverer.h"
 #include "server/jobs/limits.h"
 #include "server/jobs/topic_table.h"
 #include "server/timer/clock.h"
@@ -21,8 +23,12 @@ class JobQuery {
  public:
   // All must outlive it.
   JobQuery(const storage::JobStore* store, timer::Clock* clock,
-           const Limits* limits, const TopicTable* topics)
-      : store_(store), clock_(clock), limits_(limits), topics_(topics) {}
+           const Limits* limits, const TopicTable* topics, Deliverer* deliverer)
+      : store_(store),
+        clock_(clock),
+        limits_(limits),
+        topics_(topics),
+        deliverer_(deliverer) {}
   JobQuery(const JobQuery&) = delete;
   JobQuery& operator=(const JobQuery&) = delete;
 
@@ -37,6 +43,7 @@ class JobQuery {
   timer::Clock* const clock_;
   const Limits* const limits_;
   const TopicTable* const topics_;
+  Deliverer* const deliverer_;  // overlays the leases on what is read
 };
 
 }  // namespace delayd::server

@@ -45,7 +45,7 @@ JobService::JobService(storage::JobStore* store, timer::Clock* clock,
                            &deliverer_, &horizon_}),
       writer_(JobWriter::Deps{store_, clock_, &limits_, &locks_, &ledger_,
                               &deliverer_, &retention_}),
-      query_(store_, clock_, &limits_, &topics_),
+      query_(store_, clock_, &limits_, &topics_, &deliverer_),
       sweeper_(Sweeper::Deps{store_, clock_, &locks_, &ledger_, &retention_}) {}
 
 JobService::~JobService() { Stop(); }
@@ -58,13 +58,19 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover() {
   timers_.SetHorizon(horizon_end);
   RecoveryStats stats;
   std::vector<JobTimers::Entry> entries;
+  std::vector<Marked> marked;
   std::string last_topic;
   int64_t run = 0;  // jobs of last_topic not yet added to the counts
-  absl::Status scan = store_->ScanDue(
+  absl::Status scan = store_->ScanDueMarked(
       0, std::numeric_limits<int64_t>::max(),
-      [&](int64_t due_ms, std::string_view std_topic, std::string_view std_id) {
+      [&](int64_t due_ms, std::string_view std_topic, std::string_view std_id,
+          uint32_t mark) {
         const absl::string_view topic = AsAbsl(std_topic);
         const absl::string_view id = AsAbsl(std_id);
+        if (mark > 0) {
+          marked.push_back(
+              {std::string(std_topic), std::string(std_id), due_ms, mark});
+        }
         if (due_ms <= horizon_end) {
           entries.push_back({due_ms, KeyHash(topic, id), KeyCheck(topic, id)});
         }
@@ -79,10 +85,48 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover() {
         return true;
       });
   if (!scan.ok()) return scan;
+  if (absl::Status s = RecoverInFlight(marked); !s.ok()) return s;
+  stats.in_flight = static_cast<int64_t>(marked.size());
   if (run > 0) topics_.AddLive(last_topic, run);
   timers_.ArmBatch(entries);
   stats.duration = absl::Now() - start;
   return stats;
+}
+
+absl::Status JobService::RecoverInFlight(const std::vector<Marked>& marked) {
+  constexpr size_t kChunk = 1024;
+  for (size_t begin = 0; begin < marked.size(); begin += kChunk) {
+    const size_t end = std::min(marked.size(), begin + kChunk);
+    std::vector<storage::JobKeyView> keys;
+    for (size_t i = begin; i < end; ++i) {
+      keys.push_back({marked[i].topic, marked[i].id});
+    }
+    absl::StatusOr<std::vector<std::optional<storage::JobRecord>>> stored =
+        store_->MultiGet(keys);
+    if (!stored.ok()) return stored.status();
+    std::vector<storage::Mutation> mutations;
+    for (size_t i = begin; i < end; ++i) {
+      std::optional<storage::JobRecord>& record = (*stored)[i - begin];
+      // The index and its records agree (JobStore's invariant); a record
+      // that does not is left to the fire path, which skips it.
+      if (!record.has_value() ||
+          storage::DueIndexEntryOf(*record) != marked[i].due_ms) {
+        continue;
+      }
+      v1::Job& job = *record->mutable_job();
+      job.set_state(v1::JOB_STATE_IN_FLIGHT);
+      job.set_attempts(std::max(job.attempts(), marked[i].attempt));
+      mutations.push_back(
+          storage::Mutation::Put(*std::move(record), marked[i].due_ms));
+    }
+    // Synced: the marks are cleared by this write, so it must not be lost
+    // while later writes stand.
+    if (absl::Status s = store_->Apply(mutations, storage::Durability::kSync);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 void JobService::Start() {

@@ -57,6 +57,9 @@ class JobService {
   struct RecoveryStats {
     int64_t jobs = 0;     // live jobs found in the due index
     int64_t overdue = 0;  // of which already due (they fire at once)
+    // Of which were out for delivery when the last process ended (their due
+    // entry had an attempt mark), now IN_FLIGHT records without a lease.
+    int64_t in_flight = 0;
     absl::Duration duration;
   };
 
@@ -81,8 +84,11 @@ class JobService {
   // without a horizon.
   int64_t memory_horizon_ms() const { return timers_.horizon(); }
 
-  // Rebuilds the timers and counts from the store's due index. Call once,
-  // before Start.
+  // Rebuilds the timers and counts from the store's due index, and writes
+  // each job whose due entry has an attempt mark (a delivery out when the
+  // last process ended: its lease is gone) as IN_FLIGHT with the marked
+  // attempts, so Dispatch delivers it again as the next attempt, or makes
+  // it DEAD when none is left. Call once, before Start.
   absl::StatusOr<RecoveryStats> Recover();
   // Starts the timer, fire and delivery threads, the horizon loader and
   // the sweeper (when they have anything to do), and the background scan
@@ -149,6 +155,16 @@ class JobService {
   size_t timers_pending() const { return scheduler_.size(); }
 
  private:
+  // A due entry with an attempt mark, found by Recover.
+  struct Marked {
+    std::string topic;
+    std::string id;
+    int64_t due_ms;
+    uint32_t attempt;
+  };
+  // Writes the jobs of `marked` as IN_FLIGHT with the marked attempts (see
+  // Recover), in synced chunks.
+  absl::Status RecoverInFlight(const std::vector<Marked>& marked);
   // The terminal-state scan thread's body: counts, retrying after read
   // errors, then hands the leftover CANCELED records to the Deliverer.
   void ScanTerminalStates();

@@ -181,6 +181,7 @@ absl::StatusOr<v1::ScheduleResponse> JobWriter::Schedule(
   absl::StatusOr<std::optional<JobRecord>> stored =
       d_.store->Get(spec.topic(), spec.id());
   if (!stored.ok()) return stored.status();
+  d_.deliverer->OverlayLeases({&*stored, 1});
   Decision d = Decide(*plan, *stored, now_ms);
   if (!d.status.ok()) return d.status;
   if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
@@ -233,6 +234,7 @@ absl::StatusOr<v1::ScheduleBatchResponse> JobWriter::ScheduleBatch(
   absl::StatusOr<std::vector<std::optional<JobRecord>>> stored =
       d_.store->MultiGet(keys);
   if (!stored.ok()) return stored.status();
+  d_.deliverer->OverlayLeases(*stored);
   std::vector<Decision> decisions(n);
   std::vector<Mutation> mutations;
   for (size_t i = 0, k = 0; i < n; ++i) {
@@ -290,6 +292,7 @@ absl::StatusOr<v1::RescheduleResponse> JobWriter::Reschedule(
   absl::StatusOr<std::optional<JobRecord>> stored =
       d_.store->Get(key.topic(), key.id());
   if (!stored.ok()) return stored.status();
+  d_.deliverer->OverlayLeases({&*stored, 1});
   if (!Occupied(*stored)) {
     return absl::NotFoundError(
         absl::StrCat("key: no job ", KeyText(key.topic(), key.id())));
@@ -376,6 +379,7 @@ absl::StatusOr<v1::CancelResponse> JobWriter::Cancel(
   absl::StatusOr<std::optional<JobRecord>> stored =
       d_.store->Get(key.topic(), key.id());
   if (!stored.ok()) return stored.status();
+  d_.deliverer->OverlayLeases({&*stored, 1});
   v1::CancelResponse response;
   const Decision d = DecideCancel(*stored, now_ms, response);
   if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;

@@ -75,6 +75,7 @@ absl::StatusOr<uint64_t> JobWriter::ChangeByPrefix(
     absl::StatusOr<std::vector<std::optional<JobRecord>>> stored =
         d_.store->MultiGet(keys);
     if (!stored.ok()) return stored.status();
+    d_.deliverer->OverlayLeases(*stored);
     std::vector<Decision> decisions;
     std::vector<Mutation> mutations;
     for (const std::optional<JobRecord>& old : *stored) {

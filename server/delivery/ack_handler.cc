@@ -137,6 +137,12 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
       absl::StatusOr<std::vector<std::optional<JobRecord>>> stored =
           d_.store->MultiGet(views);
       if (!stored.ok()) return stored.status();
+      {
+        absl::MutexLock lock(&state_->mu);
+        for (std::optional<JobRecord>& record : *stored) {
+          if (record.has_value()) state_->OverlayLeaseLocked(*record);
+        }
+      }
       const int64_t now_ms = d_.clock->NowMs();
       for (size_t k = 0; k < leased.size(); ++k) {
         const std::optional<JobRecord>& record = (*stored)[k];
@@ -216,6 +222,10 @@ absl::StatusOr<v1::NackResponse> AckHandler::Nack(const v1::NackRequest& req) {
   absl::StatusOr<std::optional<JobRecord>> stored =
       d_.store->Get(key.topic, key.id);
   if (!stored.ok()) return stored.status();
+  if (stored->has_value()) {
+    absl::MutexLock lock(&state_->mu);
+    state_->OverlayLeaseLocked(**stored);
+  }
   if (!stored->has_value() || !LeaseEndings::IsDelivered(**stored) ||
       (*stored)->delivery_nonce() != token->nonce) {
     return Stale("ack_token");
@@ -244,7 +254,22 @@ absl::StatusOr<v1::ExtendLeaseResponse> AckHandler::ExtendLease(
       "extend_by", req.extend_by(), /*positive=*/true, d_.limits->max_lease);
   if (!extend_ms.ok()) return extend_ms.status();
   const JobKey key{token->topic, token->id};
+  // The lease is in memory only (the deadline is never stored): nothing to
+  // read or write, but to tell a gone job from a stale token.
   KeyLocks::Guard guard(*d_.locks, KeyHash(key.topic, key.id));
+  const int64_t deadline_ms = LaterMs(d_.clock->NowMs(), *extend_ms);
+  {
+    absl::MutexLock lock(&state_->mu);
+    LeaseTable::Lease* lease = state_->leases.Find(key);
+    if (lease != nullptr && LeaseTable::Matches(*lease, token->nonce,
+                                                token->check, token->attempt)) {
+      lease->deadline_ms = deadline_ms;
+      state_->leases.Rearm(key, *lease, deadline_ms);
+      v1::ExtendLeaseResponse response;
+      *response.mutable_lease_expires_at() = UnixMsToTimestamp(deadline_ms);
+      return response;
+    }
+  }
   absl::StatusOr<std::optional<JobRecord>> stored =
       d_.store->Get(key.topic, key.id);
   if (!stored.ok()) return stored.status();
@@ -252,32 +277,7 @@ absl::StatusOr<v1::ExtendLeaseResponse> AckHandler::ExtendLease(
     return absl::NotFoundError(
         absl::StrCat("ack_token: no job (", key.topic, ", \"", key.id, "\")"));
   }
-  {
-    absl::MutexLock lock(&state_->mu);
-    if (!state_->leases.IsCurrent(key, token->nonce, token->check,
-                                  token->attempt) ||
-        (*stored)->delivery_nonce() != token->nonce) {
-      return Stale("ack_token");
-    }
-  }
-  const int64_t deadline_ms = d_.clock->NowMs() + *extend_ms;
-  JobRecord record = **stored;
-  record.set_lease_expires_at_ms(deadline_ms);
-  const Mutation m =
-      Mutation::Put(std::move(record), storage::DueIndexEntryOf(**stored));
-  if (absl::Status s = d_.store->Apply({&m, 1}, storage::Durability::kNoSync);
-      !s.ok()) {
-    return s;
-  }
-  {
-    absl::MutexLock lock(&state_->mu);
-    LeaseTable::Lease* lease = state_->leases.Find(key);
-    lease->deadline_ms = deadline_ms;
-    state_->leases.Rearm(key, *lease, deadline_ms);
-  }
-  v1::ExtendLeaseResponse response;
-  *response.mutable_lease_expires_at() = UnixMsToTimestamp(deadline_ms);
-  return response;
+  return Stale("ack_token");
 }
 
 }  // namespace delayd::server

@@ -114,6 +114,14 @@ void Deliverer::OnLeftoverRetryTimer() {
   loop_.Run([this] { endings_.RetryLeftoverCanceled(); });
 }
 
+void Deliverer::OverlayLeases(
+    std::span<std::optional<storage::JobRecord>> records) {
+  absl::MutexLock lock(&state_.mu);
+  for (std::optional<storage::JobRecord>& record : records) {
+    if (record.has_value()) state_.OverlayLeaseLocked(*record);
+  }
+}
+
 bool Deliverer::HasLease(absl::string_view topic, absl::string_view id) {
   absl::MutexLock lock(&state_.mu);
   return state_.leases.Contains(JobKey{std::string(topic), std::string(id)});

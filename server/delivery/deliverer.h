@@ -22,14 +22,25 @@
 // finished instead of retried: DONE when acked, CANCELED otherwise (kept
 // under --retention, deleted without; Retention::Finish).
 //
-// Restarts: no lease survives one. An IN_FLIGHT record keeps its due entry
-// (at a past time), so it fires at once after Recover; Dispatch treats an
+// Lean leases: a delivery writes no record. The stored record stays as it
+// was (SCHEDULED), and only its due entry gets an attempt mark
+// (Mutation::MarkAttempt: the attempt number of the delivery out). The
+// IN_FLIGHT state, attempt, start and deadline live in the lease, and every
+// reader overlays them on the stored record (OverlayLeases). ExtendLease
+// touches no store. An ack deletes the record and its due entry, mark
+// included; a nack, expiry or release rewrites the record (attempts from
+// the lease), which clears the mark.
+//
+// Restarts: no lease survives one. Recover turns each marked due entry into
+// an IN_FLIGHT record with the marked attempts (JobService::Recover); its
+// due entry is at a past time, so it fires at once. Dispatch treats an
 // IN_FLIGHT record without a lease as READY and delivers it again as attempt
-// attempts+1. Its old ack token is stale.
+// attempts+1 (or DEAD when out of attempts). Its old ack token is stale.
 //
 // Durability: fire, lease and ack transitions are written with kNoSync:
-// losing one in a crash only causes a redelivery. Redrive (in JobService) is
-// synced.
+// they survive kill -9 (the WAL is written through the OS), and losing the
+// last unsynced ones in a power loss only causes a redelivery, whose attempt
+// number then repeats the lost ones. Redrive (in JobService) is synced.
 //
 // Threads: the WorkLoop runs Dispatch, lease expiries and stream-end
 // releases (their store I/O); Ack, Nack and ExtendLease run on the caller's
@@ -41,6 +52,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -100,6 +113,13 @@ class Deliverer {
       const v1::ExtendLeaseRequest& req) {
     return acks_.ExtendLease(req);
   }
+
+  // Shows records read from the store as their leases make them: a job
+  // with a delivery out is IN_FLIGHT, with the lease's attempt, start and
+  // deadline (DeliveryState::OverlayLeaseLocked). For every reader outside
+  // delivery: JobWriter under the keys' locks, which then decides on what
+  // it shows; queries without them, a snapshot.
+  void OverlayLeases(std::span<std::optional<storage::JobRecord>> records);
 
   // ---- Hooks for JobService. REQUIRES: the key's KeyLocks held. ----
 

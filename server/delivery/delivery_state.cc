@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "storage/job_record.h"
+
 namespace delayd::server {
 
 void DeliveryState::StartLeaseLocked(const JobKey& key,
@@ -19,6 +21,19 @@ void DeliveryState::EndLeaseLocked(const JobKey& key,
       subscribers.DetachLease(lease->subscriber, key)) {
     kick.push_back(key.topic);
   }
+}
+
+void DeliveryState::OverlayLeaseLocked(storage::JobRecord& record) const {
+  v1::Job& job = *record.mutable_job();
+  if (!storage::IsLive(job.state())) return;
+  const LeaseTable::Lease* found = leases.Find(JobKey{job.topic(), job.id()});
+  if (found == nullptr) return;
+  const LeaseTable::Lease& lease = *found;
+  job.set_state(v1::JOB_STATE_IN_FLIGHT);
+  job.set_attempts(lease.attempt);
+  *job.mutable_updated_at() = storage::UnixMsToTimestamp(lease.started_ms);
+  record.set_delivery_nonce(lease.nonce);
+  record.set_lease_expires_at_ms(lease.deadline_ms);
 }
 
 void UniqueTopics(std::vector<std::string>& topics) {

@@ -59,6 +59,14 @@ class DeliveryState {
   void EndLeaseLocked(const JobKey& key, std::vector<std::string>& kick)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
+  // Shows `record`, as read from the store, as its current lease makes it:
+  // IN_FLIGHT, with the lease's attempt, start (updated_at), nonce and
+  // deadline. A record without a lease, or canceled in flight (its CANCELED
+  // record was written from the overlaid one), is left as stored. Every
+  // reader of a record that decides on it or shows it calls this first.
+  void OverlayLeaseLocked(storage::JobRecord& record) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu);
+
  private:
   TopicTable* const topics_;
 };

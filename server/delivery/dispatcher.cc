@@ -36,30 +36,41 @@ JobRecord OutOfAttempts(JobRecord record, int64_t now_ms) {
 
 }  // namespace
 
+JobLedger::Change Dispatcher::LeaseChange(const storage::Mutation& mark,
+                                          v1::JobState before,
+                                          v1::JobState after) {
+  JobLedger::Change change;
+  change.topic = AsAbsl(mark.topic());
+  change.id = AsAbsl(mark.id());
+  change.before = before;
+  change.after = after;
+  change.due_ms = mark.new_due_ms();
+  return change;
+}
+
 void Dispatcher::UndoOrphans(const std::vector<size_t>& orphans,
                              const std::vector<Prior>& priors,
                              const std::vector<Mutation>& mutations) {
   std::vector<Mutation> undo;
   for (size_t k : orphans) {
-    JobRecord record = mutations[k].record();
-    v1::Job& job = *record.mutable_job();
-    job.set_state(priors[k].state);
-    job.set_attempts(job.attempts() - 1);
-    *job.mutable_updated_at() = priors[k].updated_at;
-    record.set_delivery_nonce(priors[k].nonce);
-    record.set_lease_expires_at_ms(priors[k].lease_expires_at_ms);
-    undo.push_back(Mutation::Put(std::move(record), mutations[k].new_due_ms()));
+    const Mutation& mark = mutations[k];
+    // The mark as it was before: the stored attempts (0 clears it).
+    undo.push_back(
+        Mutation::MarkAttempt(std::string(mark.topic()), std::string(mark.id()),
+                              *mark.new_due_ms(), priors[k].attempts));
   }
   if (absl::Status s = d_.store->Apply(undo, storage::Durability::kNoSync);
       !s.ok()) {
-    // IN_FLIGHT without a lease, as good as READY: delivered again, with
-    // that attempt counted.
-    DELAYD_LOG_ERROR("dispatch: cannot undo %d leases of a gone subscriber: %s",
-                     undo.size(), s.ToString());
-    return;
+    // The mark stays one attempt ahead: it counts only if a crash comes
+    // before the job's next delivery, which overwrites it.
+    DELAYD_LOG_ERROR(
+        "dispatch: cannot undo %d attempt marks of a gone "
+        "subscriber: %s",
+        undo.size(), s.ToString());
   }
-  for (const Mutation& m : undo) {
-    JobLedger::Change change = JobLedger::Of(m, v1::JOB_STATE_IN_FLIGHT);
+  for (size_t k : orphans) {
+    JobLedger::Change change =
+        LeaseChange(mutations[k], v1::JOB_STATE_IN_FLIGHT, priors[k].state);
     change.ready_now = true;  // it was due: queued again (by the caller)
     d_.ledger->Apply(change);
   }
@@ -99,8 +110,10 @@ void Dispatcher::Dispatch(const std::string& topic) {
     const int64_t now_ms = d_.clock->NowMs();
     std::vector<size_t> picked;  // index into ids
     std::vector<v1::JobState> before;
-    std::vector<Mutation> mutations;  // the leases, then the out of attempts
-    std::vector<Prior> priors;        // of the leases
+    // The attempt marks of the leases, then the out of attempts.
+    std::vector<Mutation> mutations;
+    std::vector<JobRecord> leased;  // as the leases show them, IN_FLIGHT
+    std::vector<Prior> priors;      // of the leases
     std::vector<Mutation> dead;
     std::vector<v1::JobState> dead_before;
     if (stored.ok()) {
@@ -108,14 +121,14 @@ void Dispatcher::Dispatch(const std::string& topic) {
       for (size_t i = 0; i < ids.size(); ++i) {
         std::optional<JobRecord>& old = (*stored)[i];
         if (!old.has_value()) continue;  // gone since it fell due
+        // Leased: not ready (it was queued twice).
+        if (state_->leases.Contains(JobKey{topic, ids[i]})) continue;
         const v1::Job& job = old->job();
         const v1::JobState state = job.state();
-        if (state == v1::JOB_STATE_IN_FLIGHT) {
-          // Leased: not ready (it was queued twice). Without a lease: a
-          // delivery of an earlier process, as good as READY.
-          if (state_->leases.Contains(JobKey{topic, ids[i]})) continue;
-        } else if (state != v1::JOB_STATE_SCHEDULED &&
-                   state != v1::JOB_STATE_READY) {
+        // IN_FLIGHT without a lease: a delivery of an earlier process
+        // (recovered from its attempt mark), as good as READY.
+        if (state != v1::JOB_STATE_IN_FLIGHT &&
+            state != v1::JOB_STATE_SCHEDULED && state != v1::JOB_STATE_READY) {
           continue;  // canceled in flight, dead: not deliverable
         }
         const int64_t due_ms = TimestampToUnixMs(job.fire_at());
@@ -125,7 +138,6 @@ void Dispatcher::Dispatch(const std::string& topic) {
           d_.ledger->timers().Arm(hashes[i], KeyCheck(topic, ids[i]), due_ms);
           continue;
         }
-        // The record is read for this put only: change it in place.
         const std::optional<int64_t> due_entry = storage::DueIndexEntryOf(*old);
         if (job.attempts() >= job.retry().max_attempts()) {
           // Out of attempts (its last delivery was lost with an earlier
@@ -135,9 +147,10 @@ void Dispatcher::Dispatch(const std::string& topic) {
           dead_before.push_back(state);
           continue;
         }
-        priors.push_back({state, old->delivery_nonce(),
-                          old->lease_expires_at_ms(), job.updated_at()});
-        JobRecord record = *std::move(old);
+        priors.push_back({state, job.attempts()});
+        // The record is read for this delivery only: change it in place
+        // into what the lease shows. Only its attempt mark is written.
+        JobRecord& record = leased.emplace_back(*std::move(old));
         v1::Job& next = *record.mutable_job();
         next.set_state(v1::JOB_STATE_IN_FLIGHT);
         next.set_attempts(next.attempts() + 1);
@@ -147,12 +160,12 @@ void Dispatcher::Dispatch(const std::string& topic) {
             now_ms,
             std::max<int64_t>(1, DurationMsSaturated(next.retry().lease()))));
         before.push_back(state);
-        mutations.push_back(Mutation::Put(std::move(record), due_entry));
+        mutations.push_back(
+            Mutation::MarkAttempt(topic, ids[i], *due_entry, next.attempts()));
         picked.push_back(i);
       }
     }
     for (Mutation& m : dead) mutations.push_back(std::move(m));
-    before.insert(before.end(), dead_before.begin(), dead_before.end());
     absl::Status written =
         stored.ok() ? d_.store->Apply(mutations, storage::Durability::kNoSync)
                     : stored.status();
@@ -161,16 +174,22 @@ void Dispatcher::Dispatch(const std::string& topic) {
                        mutations.size(), written.ToString());
       picked.clear();
       mutations.clear();
+      dead_before.clear();
     }
-    for (size_t k = 0; k < mutations.size(); ++k) {
-      d_.ledger->Apply(JobLedger::Of(mutations[k], before[k]));
+    for (size_t k = 0; k < picked.size(); ++k) {
+      d_.ledger->Apply(
+          LeaseChange(mutations[k], before[k], v1::JOB_STATE_IN_FLIGHT));
+    }
+    for (size_t k = 0; k < dead_before.size(); ++k) {
+      d_.ledger->Apply(
+          JobLedger::Of(mutations[picked.size() + k], dead_before[k]));
     }
     std::vector<size_t> orphans;  // index into picked
     {
       absl::MutexLock lock(&state_->mu);
       for (size_t k = 0; k < picked.size(); ++k) {
         const std::string& id = ids[picked[k]];
-        const JobRecord& record = mutations[k].record();
+        JobRecord& record = leased[k];
         SubscriberSet::Subscriber* sub = state_->subscribers.Find(slots[k]);
         if (sub == nullptr) {
           // Its stream ended meanwhile: undone below.
@@ -186,6 +205,7 @@ void Dispatcher::Dispatch(const std::string& topic) {
                                 false,
                                 *mutations[k].new_due_ms()};
         lease.check = state_->leases.NewNonce();
+        lease.started_ms = now_ms;
         state_->StartLeaseLocked(JobKey{topic, id}, lease);
         Send& send = sends.emplace_back();
         send.sink = sub->sink;
@@ -195,10 +215,9 @@ void Dispatcher::Dispatch(const std::string& topic) {
         send.delivery.set_attempt(record.job().attempts());
         *send.delivery.mutable_lease_expires_at() =
             UnixMsToTimestamp(record.lease_expires_at_ms());
-        // Written: the mutation's job is needed no more (IN_FLIGHT is shown
-        // as stored, so PresentJob would copy it unchanged).
-        send.delivery.mutable_job()->Swap(
-            mutations[k].mutable_record().mutable_job());
+        // The job as the lease shows it (PresentJob would copy it
+        // unchanged); the record is needed no more.
+        send.delivery.mutable_job()->Swap(record.mutable_job());
       }
       // Credit reserved for nobody (fewer ready than reserved, jobs gone or
       // not due) returns, and the round-robin goes on from there.

@@ -1,19 +1,19 @@
 // Dispatcher: one dispatch round of a topic, on the delivery thread — takes
 // ready jobs off the topic's queue up to the subscribers' free credit
 // (round-robin, SubscriberSet::Reserve), re-reads them under their key
-// locks, writes each as IN_FLIGHT with its attempt counted and a new lease
-// (one unsynced write for the round), then hands each Delivery to its
-// subscriber's sink.
+// locks, starts a lease of each (in memory: the job is IN_FLIGHT) and
+// writes only its attempt mark (Mutation::MarkAttempt; one unsynced write
+// for the round), then hands each Delivery to its subscriber's sink.
 //
 // Never early: a job whose stored due time is still ahead (moved later, or
 // the wall clock stepped back since it fired) is re-armed, not sent. An
 // IN_FLIGHT record without a lease (a delivery of an earlier process, which
-// counted) is as good as READY while attempts remain; one out of attempts
-// is written DEAD instead. A lease written for a subscriber that left
-// before the send is undone (attempts as before): an attempt counts only
-// for a delivery handed to a sink. A failed store read or write puts the
-// jobs back on the queue and backs off 100 ms (this is the delivery thread,
-// not a gRPC callback).
+// counted; recovery writes it from the attempt mark) is as good as READY
+// while attempts remain; one out of attempts is written DEAD instead. A
+// lease started for a subscriber that left before the send is undone (its
+// mark as before): an attempt counts only for a delivery handed to a sink. A
+// failed store read or write puts the jobs back on the queue and backs off 100
+// ms (this is the delivery thread, not a gRPC callback).
 //
 // Thread-compatible: only the WorkLoop's thread calls Dispatch.
 #ifndef DELAYD_SERVER_DELIVERY_DISPATCHER_H_
@@ -26,6 +26,7 @@
 #include "delayd/v1/delayd.pb.h"
 #include "server/delivery/delivery_state.h"
 #include "server/delivery/work_loop.h"
+#include "server/jobs/job_ledger.h"
 #include "storage/mutation.h"
 
 namespace delayd::server {
@@ -46,15 +47,18 @@ class Dispatcher {
   void Dispatch(const std::string& topic);
 
  private:
-  // What a lease write changes of a record besides attempts + 1.
+  // The stored record's state and attempts before a lease.
   struct Prior {
     v1::JobState state;
-    uint64_t nonce;
-    int64_t lease_expires_at_ms;
-    google::protobuf::Timestamp updated_at;
+    uint32_t attempts;
   };
 
-  // Writes back as they were the records of `orphans` (indexes into
+  // The ledger's view of a lease's start (before -> IN_FLIGHT) or undoing
+  // (IN_FLIGHT -> before), from its attempt mark.
+  static JobLedger::Change LeaseChange(const storage::Mutation& mark,
+                                       v1::JobState before, v1::JobState after);
+
+  // Writes back as they were the attempt marks of `orphans` (indexes into
   // `mutations` and `priors`): leased for a subscriber that left before
   // the delivery was handed to it, so no attempt was made. REQUIRES: the
   // keys' locks held.

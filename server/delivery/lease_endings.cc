@@ -144,6 +144,12 @@ void LeaseEndings::ReleaseLeases(const std::vector<JobKey>& keys,
       d_.store->MultiGet(views);
   absl::Status status = stored.status();
   if (status.ok()) {
+    {
+      absl::MutexLock lock(&state_->mu);
+      for (std::optional<JobRecord>& record : *stored) {
+        if (record.has_value()) state_->OverlayLeaseLocked(*record);
+      }
+    }
     std::vector<Ending> endings;
     std::vector<std::string> kick;
     for (size_t i = 0; i < current.size(); ++i) {

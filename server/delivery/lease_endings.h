@@ -49,7 +49,7 @@ class LeaseEndings {
   // How a delivery ended without an ack.
   struct Ending {
     JobKey key;
-    storage::JobRecord record;  // as stored now
+    storage::JobRecord record;  // as stored now, its lease overlaid
     int64_t retry_at_ms = 0;    // when to deliver it again
     bool dead_letter = false;   // DEAD now instead
     std::string reason;

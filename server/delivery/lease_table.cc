@@ -18,6 +18,11 @@ LeaseTable::Lease* LeaseTable::Find(const JobKey& key) {
   return it == leases_.end() ? nullptr : &it->second;
 }
 
+const LeaseTable::Lease* LeaseTable::Find(const JobKey& key) const {
+  auto it = leases_.find(key);
+  return it == leases_.end() ? nullptr : &it->second;
+}
+
 bool LeaseTable::Matches(const Lease& lease, uint64_t nonce, uint64_t check,
                          uint32_t attempt) {
   // No early exit on the first differing bit.

@@ -4,10 +4,13 @@
 // for every (re)armed deadline, so a fired tag names exactly one arming of
 // one lease; the fire path hands fired lease tags back (Deliverer).
 //
+// A lease is the job's IN_FLIGHT state: the stored record stays as it was
+// before the delivery (only the due entry's attempt mark records it), and
+// readers overlay the lease on it (DeliveryState::OverlayLeaseLocked).
+//
 // Invariants: each lease has exactly one live sequence number, found in the
 // sequence index; a lease's nonce is never 0 (0 means "never delivered" in
-// the record) and matches the stored record's delivery_nonce while the
-// lease is current; its check is never 0 (a version 1 ack token's).
+// the record); its check is never 0 (a version 1 ack token's).
 //
 // Thread-compatible: Deliverer guards it with DeliveryState::mu. Its
 // Scheduler calls take the Scheduler's own lock (a leaf).
@@ -37,10 +40,13 @@ class LeaseTable {
     // The record's due entry while the lease is current: its fire_at, or
     // none once canceled in flight (a CANCELED record has none). Nothing
     // moves a leased job's fire_at (Reschedule refuses IN_FLIGHT, REPLACE
-    // drops the lease), so Ack deletes the record without reading it.
+    // drops the lease), so Ack deletes the record without reading it. The
+    // entry holds the attempt mark of this delivery.
     int64_t due_ms = 0;
     // The ack token's secret half, kept only here (never stored).
     uint64_t check = 0;
+    // When the delivery went out (the job's updated_at while in flight).
+    int64_t started_ms = 0;
   };
 
   // `scheduler` must outlive the table.
@@ -50,6 +56,7 @@ class LeaseTable {
 
   // nullptr when the key has no lease.
   Lease* Find(const JobKey& key);
+  const Lease* Find(const JobKey& key) const;
   bool Contains(const JobKey& key) const { return leases_.contains(key); }
   // Whether `key` has a lease with this nonce, check and attempt (the ack
   // token's). The secret parts are compared in constant time.

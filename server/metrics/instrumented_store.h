@@ -43,6 +43,10 @@ class InstrumentedStore final : public storage::JobStore {
                            DueVisitor visitor) const override {
     return store_->ScanDueFrom(from_ms, from_topic, from_id, to_ms, visitor);
   }
+  absl::Status ScanDueMarked(int64_t from_ms, int64_t to_ms,
+                             MarkedDueVisitor visitor) const override {
+    return store_->ScanDueMarked(from_ms, to_ms, visitor);
+  }
   absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,
                           DueVisitor visitor) const override {
     return store_->ScanExpiry(from_ms, to_ms, visitor);

@@ -2,6 +2,7 @@
 // implementation: InMemoryJobStore and RocksDbJobStore (in a temp dir, with
 // verify_previous_due on, reopened from its files where the test says so).
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -89,6 +90,19 @@ class JobStoreTest : public ::testing::Test {
         from, to,
         [&](int64_t due, std::string_view topic, std::string_view id) {
           out.emplace_back(due, std::string(topic) + "/" + std::string(id));
+          return true;
+        }));
+    return out;
+  }
+
+  // "topic/id" -> its attempt mark, of every due entry.
+  std::map<std::string, uint32_t> Marks() {
+    std::map<std::string, uint32_t> out;
+    EXPECT_OK(this->store().ScanDueMarked(
+        0, kAll,
+        [&](int64_t, std::string_view topic, std::string_view id,
+            uint32_t mark) {
+          out[std::string(topic) + "/" + std::string(id)] = mark;
           return true;
         }));
     return out;
@@ -312,6 +326,60 @@ TYPED_TEST(JobStoreTest, DeleteRemovesRecordAndDueEntry) {
   EXPECT_THAT(this->DueEntries(0, kAll), ElementsAre(Pair(20, "t/b")));
   const Mutation absent = Mutation::Delete("t", "never", std::nullopt);
   EXPECT_OK(this->store().Apply({&absent, 1}, Durability::kNoSync));
+}
+
+TYPED_TEST(JobStoreTest, AnAttemptMarkSitsOnTheDueEntryUntilTheRecordChanges) {
+  const JobRecord a = MakeRecord("t", "a", 10);
+  this->Put(a, std::nullopt);
+  this->Put(MakeRecord("t", "b", 20), std::nullopt);
+  this->Put(MakeRecord("t", "c", 30), std::nullopt);
+  this->Put(MakeRecord("t", "d", 40), std::nullopt);
+  const testing::StoreDump before = Dump(this->store());
+  const std::vector<Mutation> marks = {
+      Mutation::MarkAttempt("t", "a", 10, 1),
+      Mutation::MarkAttempt("t", "b", 20, 300),
+      Mutation::MarkAttempt("t", "c", 30, 4'000'000'000u),
+      Mutation::MarkAttempt("t", "d", 40, 7)};
+  ASSERT_OK(this->store().Apply(marks, Durability::kNoSync));
+  // Records and due times as they were; only the marks are new.
+  EXPECT_EQ(Dump(this->store()), before);
+  EXPECT_THAT(this->Marks(),
+              ElementsAre(Pair("t/a", 1u), Pair("t/b", 300u),
+                          Pair("t/c", 4'000'000'000u), Pair("t/d", 7u)));
+  this->harness_.Reopen();
+  EXPECT_THAT(this->Marks(),
+              ElementsAre(Pair("t/a", 1u), Pair("t/b", 300u),
+                          Pair("t/c", 4'000'000'000u), Pair("t/d", 7u)));
+  // A put of the record clears its mark, also when the due time stays; a
+  // delete takes it with the entry; a mark of 0 clears it; a mark of
+  // another job's entry leaves the others alone.
+  JobRecord moved = MakeRecord("t", "b", 25);
+  const std::vector<Mutation> changes = {
+      Mutation::Put(a, 10), Mutation::Put(moved, 20),
+      Mutation::Delete("t", "c", 30), Mutation::MarkAttempt("t", "d", 40, 0)};
+  ASSERT_OK(this->store().Apply(changes, Durability::kNoSync));
+  EXPECT_THAT(this->Marks(),
+              ElementsAre(Pair("t/a", 0u), Pair("t/b", 0u), Pair("t/d", 0u)));
+  this->harness_.Reopen();
+  EXPECT_THAT(this->Marks(),
+              ElementsAre(Pair("t/a", 0u), Pair("t/b", 0u), Pair("t/d", 0u)));
+  ExpectDueIndexConsistent(Dump(this->store()));
+}
+
+TYPED_TEST(JobStoreTest, AnAttemptMarkNeedsTheJobsDueEntry) {
+  this->Put(MakeRecord("t", "live", 10), std::nullopt);
+  this->Put(MakeRecord("t", "dead", 10, JOB_STATE_DEAD), std::nullopt);
+  const testing::StoreDump before = Dump(this->store());
+  for (const Mutation& m : {Mutation::MarkAttempt("t", "dead", 10, 1),
+                            Mutation::MarkAttempt("t", "never", 10, 1),
+                            Mutation::MarkAttempt("t", "live", 11, 1)}) {
+    SCOPED_TRACE(m.id());
+    const absl::Status s = this->store().Apply({&m, 1}, Durability::kNoSync);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(s.message(), HasSubstr("t\\000" + std::string(m.id())));
+  }
+  EXPECT_EQ(Dump(this->store()), before);
+  EXPECT_THAT(this->Marks(), ElementsAre(Pair("t/live", 0u)));
 }
 
 TYPED_TEST(JobStoreTest, BatchIsAllOrNothingOnAViolatedPrecondition) {

@@ -96,6 +96,33 @@ TEST(KeyCodecTest, MalformedDueKeysAreDataLoss) {
             absl::StatusCode::kDataLoss);
 }
 
+TEST(KeyCodecTest, AttemptMarksRoundTripAndEmptyIsNone) {
+  const std::string key = EncodeDueKey(5, "t", "a");
+  for (uint32_t attempt : {1u, 127u, 128u, 16'383u, 16'384u, 1u << 28,
+                           std::numeric_limits<uint32_t>::max()}) {
+    SCOPED_TRACE(attempt);
+    ASSERT_OK_AND_ASSIGN(uint32_t got,
+                         DecodeAttemptMark(key, EncodeAttemptMark(attempt)));
+    EXPECT_EQ(got, attempt);
+  }
+  EXPECT_EQ(EncodeAttemptMark(1), "\x01");
+  ASSERT_OK_AND_ASSIGN(uint32_t none, DecodeAttemptMark(key, ""));
+  EXPECT_EQ(none, 0u);
+}
+
+TEST(KeyCodecTest, MalformedAttemptMarksAreDataLossNamingTheKey) {
+  const std::string key = EncodeDueKey(5, "t", "a");
+  for (const std::string& value :
+       {std::string("\x80"), std::string("\x81\x01\x01"),
+        std::string("\xff\xff\xff\xff\x10"),  // 2^32
+        std::string("\x80\x80\x80\x80\x80\x01")}) {
+    SCOPED_TRACE(PrintableKey(value));
+    const absl::StatusOr<uint32_t> got = DecodeAttemptMark(key, value);
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(got.status().message(), HasSubstr("t\\000a"));
+  }
+}
+
 TEST(KeyCodecTest, PrefixSuccessor) {
   EXPECT_EQ(PrefixSuccessor(std::string("t\0", 2)), "t\x01");
   EXPECT_EQ(PrefixSuccessor("ab\xff\xff"), "ac");

@@ -120,24 +120,23 @@ TEST_F(ReadFaultTest, AckThatCannotReadFailsAndCanBeRetried) {
   EXPECT_EQ(StateOf("t", "a"), v1::JOB_STATE_DONE);
 }
 
-TEST_F(ReadFaultTest, NackAndExtendLeaseThatCannotReadFailAndCanBeRetried) {
+TEST_F(ReadFaultTest, NackThatCannotReadFailsAndCanBeRetried) {
   service().Start();
   Sub sub = Subscribe("t");
   MustSchedule("t", "a", 0);
   ASSERT_TRUE(sub.sink->WaitFor(1));
   const v1::Delivery d = sub.sink->at(0);
 
+  // ExtendLease of a current lease reads nothing (the lease is in memory):
+  // the fault waits for the Nack.
   store_.FailNextReads(Read::kGet, 1, ReadError());
   v1::ExtendLeaseRequest extend;
   extend.set_ack_token(d.ack_token());
   *extend.mutable_extend_by() = DurationMs(60'000);
-  EXPECT_EQ(service().ExtendLease(extend).status().code(),
-            absl::StatusCode::kUnavailable);
   ASSERT_OK_AND_ASSIGN(v1::ExtendLeaseResponse extended,
                        service().ExtendLease(extend));
   EXPECT_EQ(Ms(extended.lease_expires_at()), clock_.NowMs() + 60'000);
 
-  store_.FailNextReads(Read::kGet, 1, ReadError());
   EXPECT_EQ(Nack(d.ack_token(), 500).status().code(),
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(StateOf("t", "a"), v1::JOB_STATE_IN_FLIGHT);

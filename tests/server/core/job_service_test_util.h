@@ -133,6 +133,19 @@ class JobServiceTest : public ::testing::Test {
     return r.ok() ? *r : std::nullopt;
   }
 
+  // The attempt mark on the due entry of (topic, id); 0 when none (or no
+  // entry).
+  uint32_t MarkOf(std::string_view topic, std::string_view id) {
+    uint32_t out = 0;
+    EXPECT_OK(memory_.ScanDueMarked(
+        0, INT64_MAX,
+        [&](int64_t, std::string_view t, std::string_view i, uint32_t mark) {
+          if (t == topic && i == id) out = mark;
+          return true;
+        }));
+    return out;
+  }
+
   // Writes a record for (topic, id) in `state`, due at fire_at_ms, straight
   // into the store (for states only delivery reaches: IN_FLIGHT, DONE, DEAD).
   void PutRecord(std::string_view topic, std::string_view id,

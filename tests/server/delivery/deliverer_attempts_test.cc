@@ -29,7 +29,7 @@ v1::RetryPolicy Attempts(uint32_t max_attempts) {
 }
 
 // Passes everything to its target; runs `hook` once, after the first write
-// that leases a job (an IN_FLIGHT put), as the dispatcher's write returns.
+// that leases a job (an attempt mark), as the dispatcher's write returns.
 class HookedStore final : public storage::ForwardingJobStore {
  public:
   using ForwardingJobStore::ForwardingJobStore;
@@ -46,8 +46,8 @@ class HookedStore final : public storage::ForwardingJobStore {
     {
       absl::MutexLock lock(&mu_);
       for (const storage::Mutation& m : mutations) {
-        if (hook_ && m.kind() == storage::Mutation::Kind::kPut &&
-            m.record().job().state() == v1::JOB_STATE_IN_FLIGHT) {
+        if (hook_ && m.kind() == storage::Mutation::Kind::kMarkAttempt &&
+            m.attempt() > 0) {
           hook = std::move(hook_);
           hook_ = nullptr;
           break;
@@ -79,6 +79,7 @@ TEST_F(DelivererTest, ASubscriberLeavingBeforeItsLeaseCostsNoAttempt) {
   ASSERT_OK_AND_ASSIGN(v1::Job job, service().GetJob(GetReq("t", "a")));
   EXPECT_EQ(job.attempts(), 0u);
   EXPECT_NE(job.state(), v1::JOB_STATE_DEAD);
+  EXPECT_EQ(MarkOf("t", "a"), 0u);  // undone: a crash now costs nothing
   // Its one attempt is still there, for a subscriber that stays.
   Sub staying = Subscribe("t", 1);
   ASSERT_TRUE(staying.sink->WaitFor(1));
