@@ -8,7 +8,9 @@
 
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/base/log.h"
 #include "server/config.h"
 #include "server/server.h"
@@ -52,9 +54,14 @@ int main(int argc, char** argv) {
     (*server)->Shutdown();
     return 1;
   }
-  DELAYD_LOG_INFO("delayd: recovered %d jobs (%d overdue) in %s; serving",
-                  recovered->jobs, recovered->overdue,
-                  absl::FormatDuration(recovered->duration));
+  DELAYD_LOG_INFO(
+      "delayd: recovered %d jobs (%d overdue) in %s; serving%s",
+      recovered->jobs, recovered->overdue,
+      absl::FormatDuration(recovered->duration),
+      recovered->in_flight == 0
+          ? ""
+          : absl::StrCat("; ", recovered->in_flight,
+                         " were out for delivery and go out again"));
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);

@@ -107,7 +107,8 @@ RocksDbJobStore::RocksDbJobStore(std::string path, const Options& options,
       db_(std::move(db)),
       jobs_cf_(jobs),
       due_cf_(due),
-      expiry_cf_(expiry) {}
+      expiry_cf_(expiry),
+      last_sync_ns_(absl::GetCurrentTimeNanos()) {}
 
 RocksDbJobStore::~RocksDbJobStore() { Close().IgnoreError(); }
 
@@ -165,9 +166,14 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
   if (options_.verify_previous_due) {
     if (absl::Status s = VerifyPreviousDue(mutations); !s.ok()) return s;
   }
-  const bool sync = durability == Durability::kSync &&
-                    options_.sync_mode == SyncMode::kAlways;
   const absl::Time start = absl::Now();
+  const int64_t start_ns = absl::ToUnixNanos(start);
+  const bool sync =
+      options_.sync_mode == SyncMode::kAlways &&
+      (durability == Durability::kSync ||
+       absl::Nanoseconds(start_ns -
+                         last_sync_ns_.load(std::memory_order_relaxed)) >=
+           options_.max_unsynced_age);
   if (absl::Status s = WriteError(); !s.ok()) {
     counters_.RecordWrite(false, sync, mutations.size(), absl::Now() - start);
     return s;
@@ -223,7 +229,10 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
   write.sync = sync;
   s = db_->Write(write, &batch);
   counters_.RecordWrite(s.ok(), sync, mutations.size(), absl::Now() - start);
-  if (s.ok()) return absl::OkStatus();
+  if (s.ok()) {
+    if (sync) last_sync_ns_.store(start_ns, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
 
   absl::Status error =
       FromRocksDb(s, absl::StrCat("storage: write of ", mutations.size(),

@@ -34,6 +34,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "storage/job_store.h"
 
 namespace rocksdb {
@@ -58,6 +59,14 @@ class RocksDbJobStore final : public JobStore {
   struct Options {
     // Default: kAlways.
     SyncMode sync_mode = SyncMode::kAlways;
+    // Under kAlways, a Durability::kNoSync write is synced too when the WAL
+    // has gone unsynced this long (since the last synced write began). So a
+    // power loss loses at most the kNoSync writes that followed the last
+    // sync, all made within this window of it: delivery attempt marks, acks
+    // and nacks, whose loss repeats deliveries (with their attempt numbers)
+    // and never loses a job. Zero: every write is synced; InfiniteDuration:
+    // only kSync writes are. Default: 100 ms.
+    absl::Duration max_unsynced_age = absl::Milliseconds(100);
     // Shared LRU block cache of both column families. Default: 128 MiB.
     size_t block_cache_bytes = size_t{128} << 20;
     // Memtable size of `jobs` (records, with payloads). Default: 64 MiB.
@@ -182,6 +191,9 @@ class RocksDbJobStore final : public JobStore {
   // !write_error_.ok(), readable without mu_ on the write path; written
   // under mu_.
   std::atomic<bool> write_failed_{false};
+  // absl::GetCurrentTimeNanos() when the last synced write began (the
+  // store's opening, before any).
+  std::atomic<int64_t> last_sync_ns_;
 };
 
 }  // namespace delayd::storage

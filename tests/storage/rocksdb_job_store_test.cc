@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
@@ -229,7 +230,10 @@ TEST(RocksDbJobStoreTest, RefusesADatabaseOpenElsewhere) {
 TEST(RocksDbJobStoreTest, SyncModeDecidesWhichWritesAreSynced) {
   TempDir dir;
   {
-    ASSERT_OK_AND_ASSIGN(auto store, OpenAt(dir.path()));
+    RocksDbJobStore::Options only_ksync;
+    only_ksync.max_unsynced_age = absl::InfiniteDuration();
+    ASSERT_OK_AND_ASSIGN(auto store,
+                         RocksDbJobStore::Open(dir.path(), only_ksync));
     const Mutation m = Mutation::Put(MakeRecord("t", "a", 1), std::nullopt);
     ASSERT_OK(store->Apply({&m, 1}, Durability::kSync));
     const Mutation n = Mutation::Put(MakeRecord("t", "a", 2), 1);
@@ -256,6 +260,40 @@ TEST(RocksDbJobStoreTest, SyncModeDecidesWhichWritesAreSynced) {
   ASSERT_OK(store->Apply({&m, 1}, Durability::kSync));
   EXPECT_EQ(store->stats().synced_writes, 0u);
   EXPECT_OK(store->Get("t", "a"));
+}
+
+// The bound on what a power loss costs: a kNoSync write is synced when the
+// WAL has gone unsynced for max_unsynced_age.
+TEST(RocksDbJobStoreTest, AnUnsyncedWriteIsSyncedOnceTheWalIsOldEnough) {
+  TempDir dir;
+  const Mutation a = Mutation::Put(MakeRecord("t", "a", 1), std::nullopt);
+  const Mutation b = Mutation::Put(MakeRecord("t", "b", 1), std::nullopt);
+  const Mutation c = Mutation::Put(MakeRecord("t", "c", 1), std::nullopt);
+  {
+    RocksDbJobStore::Options always;
+    always.max_unsynced_age = absl::ZeroDuration();
+    ASSERT_OK_AND_ASSIGN(auto store, RocksDbJobStore::Open(dir.path(), always));
+    ASSERT_OK(store->Apply({&a, 1}, Durability::kNoSync));
+    ASSERT_OK(store->Apply({&b, 1}, Durability::kNoSync));
+    EXPECT_EQ(store->stats().synced_writes, 2u);
+  }
+  {
+    // A write 200 ms or more after the last sync (here the opening) is
+    // synced.
+    RocksDbJobStore::Options age;
+    age.max_unsynced_age = absl::Milliseconds(200);
+    ASSERT_OK_AND_ASSIGN(auto store, RocksDbJobStore::Open(dir.path(), age));
+    absl::SleepFor(absl::Milliseconds(250));
+    ASSERT_OK(store->Apply({&c, 1}, Durability::kNoSync));
+    EXPECT_EQ(store->stats().synced_writes, 1u);
+  }
+  RocksDbJobStore::Options none;
+  none.sync_mode = SyncMode::kNone;
+  none.max_unsynced_age = absl::ZeroDuration();
+  ASSERT_OK_AND_ASSIGN(auto store, RocksDbJobStore::Open(dir.path(), none));
+  const Mutation d = Mutation::Put(MakeRecord("t", "d", 1), std::nullopt);
+  ASSERT_OK(store->Apply({&d, 1}, Durability::kNoSync));
+  EXPECT_EQ(store->stats().synced_writes, 0u);
 }
 
 TEST(RocksDbJobStoreTest, DeferredCompactionsCanBeEnabled) {

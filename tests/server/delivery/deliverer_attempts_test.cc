@@ -2,7 +2,8 @@
 // deliveries, then goes DEAD, and an attempt counts only for a delivery
 // handed to a subscriber's sink: not for one whose subscriber left between
 // the credit reservation and the lease (the orphan path), across restarts
-// that lose the leases, and again after a Redrive — by the fake clock.
+// that lose the leases, across a power loss that loses the unsynced attempt
+// marks, and again after a Redrive — by the fake clock.
 #include <functional>
 #include <memory>
 #include <span>
@@ -15,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "server/delivery/deliverer.h"
 #include "storage/forwarding_job_store.h"
+#include "storage/in_memory_job_store.h"
 #include "storage/job_store.h"
 #include "tests/server/delivery/deliverer_test_util.h"
 
@@ -62,6 +64,82 @@ class HookedStore final : public storage::ForwardingJobStore {
   absl::Mutex mu_;
   std::function<void()> hook_ ABSL_GUARDED_BY(mu_);
 };
+
+// A model of a write-ahead log under power loss: passes everything to its
+// target and logs each write; what survives the power loss is every write
+// up to the last synced one (a sync makes the whole log before it durable),
+// replayed into another store.
+class PowerLossStore final : public storage::ForwardingJobStore {
+ public:
+  using ForwardingJobStore::ForwardingJobStore;
+
+  absl::Status Apply(std::span<const storage::Mutation> mutations,
+                     storage::Durability durability) override {
+    absl::MutexLock lock(&mu_);
+    absl::Status s = target().Apply(mutations, durability);
+    if (!s.ok()) return s;
+    log_.emplace_back(mutations.begin(), mutations.end());
+    if (durability == storage::Durability::kSync) synced_ = log_.size();
+    return s;
+  }
+
+  // Writes into `store` what a power loss now would leave.
+  void ReplaySyncedInto(storage::JobStore& store) {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < synced_; ++i) {
+      ASSERT_OK(store.Apply(log_[i], storage::Durability::kSync));
+    }
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::vector<storage::Mutation>> log_ ABSL_GUARDED_BY(mu_);
+  size_t synced_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// What a crash that loses unsynced writes costs: the attempt count goes back
+// by the deliveries whose marks were unsynced, no more, and max_attempts
+// still holds. (kill -9 loses no write: RestartsInFlightUseUp... below.)
+TEST_F(DelivererTest, APowerLossRepeatsOnlyTheAttemptsOfItsUnsyncedMarks) {
+  PowerLossStore wal(memory_);
+  storage::InMemoryJobStore survived;
+  service_ = std::make_unique<JobService>(&wal, &clock_, limits_);
+  absl::Cleanup stop = [this] { service_.reset(); };  // before the stores
+  service().Start();
+  MustScheduleWith("t", "a", 0, Attempts(4));  // synced
+  Sub sub = Subscribe("t");
+  ASSERT_TRUE(sub.sink->WaitFor(1));  // attempt 1: its mark, unsynced
+  ASSERT_OK(Nack(sub.sink->at(0).ack_token(), 0));
+  ASSERT_TRUE(sub.sink->WaitFor(2));   // attempt 2: its mark, unsynced
+  MustSchedule("t", "later", 60'000);  // synced: all of the above is durable
+  ASSERT_OK(Nack(sub.sink->at(1).ack_token(), 0));
+  ASSERT_TRUE(sub.sink->WaitFor(3));  // attempt 3: unsynced, lost below
+  EXPECT_EQ(sub.sink->at(2).attempt(), 3u);
+
+  service_.reset();  // the power goes
+  wal.ReplaySyncedInto(survived);
+  service_ = std::make_unique<JobService>(&survived, &clock_, limits_);
+  ASSERT_OK_AND_ASSIGN(JobService::RecoveryStats recovered,
+                       service().Recover());
+  EXPECT_EQ(recovered.in_flight, 1);
+  ASSERT_OK_AND_ASSIGN(v1::Job job, service().GetJob(GetReq("t", "a")));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_IN_FLIGHT);
+  EXPECT_EQ(job.attempts(), 2u);
+  service().Start();
+  Sub again = Subscribe("t");
+  // Attempt 3 once more: back by the one delivery whose mark was lost.
+  ASSERT_TRUE(again.sink->WaitFor(1));
+  EXPECT_EQ(again.sink->at(0).attempt(), 3u);
+  ASSERT_OK(Nack(again.sink->at(0).ack_token(), 0));
+  ASSERT_TRUE(again.sink->WaitFor(2));
+  EXPECT_EQ(again.sink->at(1).attempt(), 4u);
+  // The fourth was the last of max_attempts 4.
+  ASSERT_OK_AND_ASSIGN(v1::NackResponse last,
+                       Nack(again.sink->at(1).ack_token(), 0));
+  EXPECT_EQ(last.job().state(), v1::JOB_STATE_DEAD);
+  Quiesce();
+  EXPECT_EQ(again.sink->count(), 2u);
+}
 
 TEST_F(DelivererTest, ASubscriberLeavingBeforeItsLeaseCostsNoAttempt) {
   HookedStore hooked(memory_);
