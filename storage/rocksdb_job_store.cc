@@ -107,12 +107,44 @@ RocksDbJobStore::RocksDbJobStore(std::string path, const Options& options,
       db_(std::move(db)),
       jobs_cf_(jobs),
       due_cf_(due),
-      expiry_cf_(expiry),
-      last_sync_ns_(absl::GetCurrentTimeNanos()) {}
+      expiry_cf_(expiry) {
+  if (options_.sync_mode == SyncMode::kAlways &&
+      options_.max_unsynced_age > absl::ZeroDuration() &&
+      options_.max_unsynced_age != absl::InfiniteDuration()) {
+    syncer_ = std::thread(&RocksDbJobStore::SyncWalEvery, this,
+                          options_.max_unsynced_age);
+  }
+}
+
+void RocksDbJobStore::SyncWalEvery(absl::Duration interval) {
+  absl::MutexLock lock(&syncer_mu_);
+  while (
+      !syncer_mu_.AwaitWithTimeout(absl::Condition(&syncer_stop_), interval)) {
+    if (!unsynced_.exchange(false, std::memory_order_relaxed)) continue;
+    // Every write that set the flag before the exchange has returned, so
+    // it is in the WAL this syncs. A failure leaves those writes as they
+    // were promised: unsynced.
+    syncer_mu_.Unlock();
+    const rocksdb::Status s = db_->SyncWAL();
+    syncer_mu_.Lock();
+    if (s.ok()) {
+      wal_syncs_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      unsynced_.store(true, std::memory_order_relaxed);  // try again
+    }
+  }
+}
 
 RocksDbJobStore::~RocksDbJobStore() { Close().IgnoreError(); }
 
 absl::Status RocksDbJobStore::Close() {
+  if (syncer_.joinable()) {
+    {
+      absl::MutexLock lock(&syncer_mu_);
+      syncer_stop_ = true;
+    }
+    syncer_.join();
+  }
   if (db_ == nullptr) return absl::OkStatus();
   absl::Status result;
   if (WriteError().ok()) {
@@ -166,14 +198,10 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
   if (options_.verify_previous_due) {
     if (absl::Status s = VerifyPreviousDue(mutations); !s.ok()) return s;
   }
+  const bool sync = options_.sync_mode == SyncMode::kAlways &&
+                    (durability == Durability::kSync ||
+                     options_.max_unsynced_age == absl::ZeroDuration());
   const absl::Time start = absl::Now();
-  const int64_t start_ns = absl::ToUnixNanos(start);
-  const bool sync =
-      options_.sync_mode == SyncMode::kAlways &&
-      (durability == Durability::kSync ||
-       absl::Nanoseconds(start_ns -
-                         last_sync_ns_.load(std::memory_order_relaxed)) >=
-           options_.max_unsynced_age);
   if (absl::Status s = WriteError(); !s.ok()) {
     counters_.RecordWrite(false, sync, mutations.size(), absl::Now() - start);
     return s;
@@ -230,7 +258,9 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
   s = db_->Write(write, &batch);
   counters_.RecordWrite(s.ok(), sync, mutations.size(), absl::Now() - start);
   if (s.ok()) {
-    if (sync) last_sync_ns_.store(start_ns, std::memory_order_relaxed);
+    // For the syncer; a synced write leaves it be: later unsynced writes of
+    // others may already have set it.
+    if (!sync) unsynced_.store(true, std::memory_order_relaxed);
     return absl::OkStatus();
   }
 

@@ -31,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -59,13 +60,13 @@ class RocksDbJobStore final : public JobStore {
   struct Options {
     // Default: kAlways.
     SyncMode sync_mode = SyncMode::kAlways;
-    // Under kAlways, a Durability::kNoSync write is synced too when the WAL
-    // has gone unsynced this long (since the last synced write began). So a
-    // power loss loses at most the kNoSync writes that followed the last
-    // sync, all made within this window of it: delivery attempt marks, acks
-    // and nacks, whose loss repeats deliveries (with their attempt numbers)
-    // and never loses a job. Zero: every write is synced; InfiniteDuration:
-    // only kSync writes are. Default: 100 ms.
+    // Under kAlways, how long a Durability::kNoSync write may stay unsynced:
+    // a background thread syncs the WAL this often while such writes come
+    // (writers never wait for it). So a power loss loses at most the kNoSync
+    // writes of the last max_unsynced_age: delivery attempt marks, acks and
+    // nacks, whose loss repeats deliveries (with their attempt numbers) and
+    // never loses a job. Zero: every write is synced before it returns;
+    // InfiniteDuration: only kSync writes are. Default: 100 ms.
     absl::Duration max_unsynced_age = absl::Milliseconds(100);
     // Shared LRU block cache of both column families. Default: 128 MiB.
     size_t block_cache_bytes = size_t{128} << 20;
@@ -148,6 +149,10 @@ class RocksDbJobStore final : public JobStore {
   absl::Status ScanTopics(TopicVisitor visitor) const override;
   absl::Status Resume() override;
   StoreStats stats() const override { return counters_.Snapshot(); }
+  // WAL syncs the syncer made (Options::max_unsynced_age).
+  uint64_t background_wal_syncs() const {
+    return wal_syncs_.load(std::memory_order_relaxed);
+  }
 
   // A RocksDB property of column family `column_family` ("default", "jobs",
   // "due" or "expiry"), for diagnostics, metrics and benchmarks, e.g.
@@ -191,9 +196,16 @@ class RocksDbJobStore final : public JobStore {
   // !write_error_.ok(), readable without mu_ on the write path; written
   // under mu_.
   std::atomic<bool> write_failed_{false};
-  // absl::GetCurrentTimeNanos() when the last synced write began (the
-  // store's opening, before any).
-  std::atomic<int64_t> last_sync_ns_;
+
+  // The WAL syncer (Options::max_unsynced_age): it syncs the WAL every
+  // max_unsynced_age while unsynced_ says a kNoSync write came since its
+  // last sync. Runs from Open to Close.
+  void SyncWalEvery(absl::Duration interval) ABSL_LOCKS_EXCLUDED(syncer_mu_);
+  std::atomic<bool> unsynced_{false};
+  std::atomic<uint64_t> wal_syncs_{0};
+  absl::Mutex syncer_mu_;
+  bool syncer_stop_ ABSL_GUARDED_BY(syncer_mu_) = false;
+  std::thread syncer_;
 };
 
 }  // namespace delayd::storage

@@ -7,6 +7,8 @@
 # window opens ("delivery"), the client's CPU from that point, and the
 # machine's busy CPU over the same span (what else ran shows as the rest).
 # FLOOR_PRELOAD=/path/to/lib.so runs the server under LD_PRELOAD.
+# MEASURE_SERVER=delayd measures delayd itself instead (as compare.sh runs
+# it: --sync=always, a fresh data directory), for its CPU per delivery.
 # MEASURE_ARGS are added to the bench's arguments (e.g. "--max-batch 1" for
 # one delivery per stream message, as before batched messages).
 set -eu
@@ -20,10 +22,19 @@ case $mode in
 esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-${FLOOR_PRELOAD:+env LD_PRELOAD=$FLOOR_PRELOAD} \
-  "$build/bench/floor/floor_server" "127.0.0.1:$port" > "$tmp/server.log" &
-server=$!
-sleep 0.5
+if [ "${MEASURE_SERVER:-floor}" = delayd ]; then
+  "$build/server/delayd" --listen="127.0.0.1:$port" \
+    --metrics-listen=127.0.0.1:0 --data-dir="$tmp/data" --sync=always \
+    2> "$tmp/server.log" &
+  server=$!
+  "$build/bench/delayd-bench/delayd-bench" waitready \
+    --target "127.0.0.1:$port" --expect 0 --timeout 60 > /dev/null
+else
+  ${FLOOR_PRELOAD:+env LD_PRELOAD=$FLOOR_PRELOAD} \
+    "$build/bench/floor/floor_server" "127.0.0.1:$port" > "$tmp/server.log" &
+  server=$!
+  sleep 0.5
+fi
 jiffies() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 busy() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -46,8 +57,8 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 kill $server
 wait $server 2>/dev/null || true
 client=$(awk '{print $1 + $2}' "$tmp/time")
-printf '{"mode": "%s", "rc": %d, "load_before": "%s", "load_after": "%s", ' \
-  "$mode" $rc "$load0" "$load1"
+printf '{"server": "%s", "mode": "%s", "rc": %d, "load_before": "%s", "load_after": "%s", ' \
+  "${MEASURE_SERVER:-floor}" "$mode" $rc "$load0" "$load1"
 printf '"wall_s": %.2f, "server_cpu_s_total": %.2f, ' \
   "$(echo "($t1 - $t0) / 1000" | bc -l)" "$(echo "($s1 - $s0) / 100" | bc -l)"
 printf '"server_cpu_s_delivery": %.2f, "client_cpu_s_total": %.2f, ' \
