@@ -44,9 +44,11 @@ WALLED = (NO_GRPC, NO_ROCKSDB)
 
 METRICS = ('absl/', 'server/base/', 'server/metrics/', 'storage/',
            'prometheus/') + MESSAGES
+# The cron calendar: pure computation over Abseil's time and the messages.
+RECURRING = ('absl/', 'server/recurring/') + MESSAGES
 JOBS = METRICS + ('server/jobs/', 'server/timer/')
 DELIVERY = JOBS + ('server/delivery/',)
-CORE = DELIVERY + ('server/core/',)
+CORE = DELIVERY + ('server/core/', 'server/recurring/')
 CLIENT_API = ('absl/',) + GRPC + MESSAGES
 
 # folder: (walls, allowed include prefixes)
@@ -56,6 +58,7 @@ RULES = {
                 ('absl/', 'storage/', 'rocksdb/') + MESSAGES),
     'server/base': (WALLED, ('absl/', 'server/base/')),
     'server/timer': (WALLED, ('absl/', 'server/timer/')),
+    'server/recurring': (WALLED, RECURRING),
     'server/metrics': (WALLED, METRICS),
     'server/jobs': (WALLED, JOBS),
     'server/delivery': (WALLED, DELIVERY),
