@@ -13,6 +13,7 @@
 #include "server/jobs/job_key.h"
 #include "server/jobs/present.h"
 #include "server/jobs/validation.h"
+#include "server/recurring/recurrence.h"
 #include "storage/job_record.h"
 
 namespace delayd::server {
@@ -175,6 +176,42 @@ absl::StatusOr<v1::GetStatsResponse> JobQuery::GetStats(
       stats->set_due_next_hour(it->second.hour);
       stats->set_due_next_day(it->second.day);
     }
+  }
+  return response;
+}
+
+absl::StatusOr<v1::PreviewScheduleResponse> JobQuery::PreviewSchedule(
+    const v1::PreviewScheduleRequest& req) const {
+  constexpr uint32_t kMaxCount = 1000;
+  constexpr uint32_t kDefaultCount = 10;
+  if (req.count() > kMaxCount) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("count: must be 0-", kMaxCount, " (0: ", kDefaultCount,
+                     "), got ", req.count()));
+  }
+  const int64_t now_ms = clock_->NowMs();
+  int64_t after_ms = now_ms;
+  if (req.has_after()) {
+    if (absl::Status s = ValidateTimestamp("after", req.after()); !s.ok()) {
+      return s;
+    }
+    after_ms = TimestampToUnixMs(req.after());
+  }
+  // `after` stands for the time of the call in the recurrence's defaults
+  // (start_at, an interval's anchor): a preview from a past instant shows
+  // what a job scheduled then would have done.
+  absl::StatusOr<recurring::Recurrence> recurrence =
+      recurring::Recurrence::FromProto("recurrence", req.recurrence(),
+                                       after_ms);
+  if (!recurrence.ok()) return recurrence.status();
+  v1::PreviewScheduleResponse response;
+  const uint32_t count = req.count() == 0 ? kDefaultCount : req.count();
+  for (uint32_t i = 0; i < count; ++i) {
+    const std::optional<int64_t> next = recurrence->NextAfter(after_ms);
+    if (!next.has_value()) break;
+    *response.add_occurrences() =
+        recurring::PresentOccurrence(*next, recurrence->zone());
+    after_ms = *next;
   }
   return response;
 }

@@ -1,7 +1,9 @@
 // JobQuery: the read-only rpcs — GetJob, ListJobs (paged by id, filtered by
 // state, id prefix and due range, a page never over the reply limit) and
 // GetStats (per-topic counts from the TopicTable, and the jobs due within
-// a minute, an hour and a day from a scan of the due index). Reads the
+// a minute, an hour and a day from a scan of the due index), and
+// PreviewSchedule (a recurrence's next occurrences, from the calendar
+// alone: nothing read or stored). Reads the
 // store without key locks: a read sees each record as some write left it,
 // with its lease overlaid (Deliverer::OverlayLeases).
 //
@@ -37,6 +39,8 @@ class JobQuery {
       const v1::ListJobsRequest& req) const;
   absl::StatusOr<v1::GetStatsResponse> GetStats(
       const v1::GetStatsRequest& req) const;
+  absl::StatusOr<v1::PreviewScheduleResponse> PreviewSchedule(
+      const v1::PreviewScheduleRequest& req) const;
 
  private:
   const storage::JobStore* const store_;

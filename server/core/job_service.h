@@ -4,7 +4,7 @@
 // clock. Its parts, each a type of its own:
 //   JobWriter      Schedule, ScheduleBatch, Reschedule, Cancel,
 //                  CancelByPrefix, Redrive (synced writes)
-//   JobQuery       GetJob, ListJobs, GetStats
+//   JobQuery       GetJob, ListJobs, GetStats, PreviewSchedule
 //   FirePath       fired timers -> the due index -> ready queues
 //   HorizonLoader  the memory horizon (--memory-horizon)
 //   Deliverer      subscribers, leases, Ack/Nack/ExtendLease (delivery/)
@@ -131,6 +131,10 @@ class JobService {
   absl::StatusOr<v1::GetStatsResponse> GetStats(
       const v1::GetStatsRequest& req) {
     return query_.GetStats(req);
+  }
+  absl::StatusOr<v1::PreviewScheduleResponse> PreviewSchedule(
+      const v1::PreviewScheduleRequest& req) {
+    return query_.PreviewSchedule(req);
   }
 
   // Delivery (see Deliverer).

@@ -31,6 +31,8 @@ DelayQueueService::DelayQueueService(JobService* jobs, RpcMetrics* metrics,
   RegisterUnary(10, "ExtendLease", &JobService::ExtendLease, Pool::kLeases);
   RegisterUnary(11, "Redrive", &JobService::Redrive, Pool::kWrites);
   RegisterUnary(12, "GetStats", &JobService::GetStats, Pool::kReads);
+  RegisterUnary(13, "PreviewSchedule", &JobService::PreviewSchedule,
+                Pool::kReads);
 }
 
 grpc::ServerWriteReactor<v1::SubscribeResponse>* DelayQueueService::Subscribe(

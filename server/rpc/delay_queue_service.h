@@ -9,9 +9,9 @@
 // three pools, so that one kind of wait does not starve the others:
 // writes (Schedule, ScheduleBatch, Reschedule, Cancel, CancelByPrefix,
 // Redrive), lease transitions (Ack, Nack, ExtendLease), and reads (GetJob,
-// ListJobs, GetStats), which answer even while every writer waits. The
-// reactor is finished with the status converted in one place. An rpc not
-// registered here answers UNIMPLEMENTED (the generated default). Subscribe
+// ListJobs, GetStats, PreviewSchedule), which answer even while every writer
+// waits. The reactor is finished with the status converted in one place. An rpc
+// not registered here answers UNIMPLEMENTED (the generated default). Subscribe
 // returns a SubscribeReactor (subscribe_reactor.h), which streams what the
 // Deliverer hands it.
 //

@@ -2,8 +2,10 @@
 """End to end through a second, independent gRPC implementation.
 
 Debian's python3-grpcio talks to the real delayd binary: schedule, get, list,
-reschedule, cancel and stats, a few refusals, and a Subscribe stream whose
-messages carry several deliveries, acked. Message modules are
+reschedule, cancel and stats, a few refusals, a Subscribe stream whose
+messages carry several deliveries, acked, and PreviewSchedule (the issue's
+seed cron examples, and DST cases whose instants Python's own zoneinfo
+computes). Message modules are
 generated at test time with protoc (no grpc_tools needed); rpcs are called
 through channel.unary_unary with the messages' own (de)serializers.
 
@@ -23,6 +25,9 @@ import tempfile
 import threading
 import time
 import traceback
+
+import datetime
+import zoneinfo
 
 import grpc
 from google.protobuf import duration_pb2
@@ -106,6 +111,8 @@ class Client:
         "ListJobs": ("ListJobsRequest", "ListJobsResponse"),
         "GetStats": ("GetStatsRequest", "GetStatsResponse"),
         "Ack": ("AckRequest", "AckResponse"),
+        "PreviewSchedule": ("PreviewScheduleRequest",
+                            "PreviewScheduleResponse"),
     }
 
     def __init__(self, channel, pb):
@@ -368,6 +375,91 @@ class Checks:
         assert [r.code for r in reply.results] == [0] * 20, reply
         topic = self.stats("py.deliver")
         assert topic.in_flight == 0 and topic.scheduled == 0, topic
+
+    def check_preview_schedule(self):
+        pb = self.pb
+        thursday = 1767225600  # 2026-01-01T00:00:00Z
+
+        def preview(expression, zone="", count=3, after=thursday,
+                    dialect=pb.CRON_DIALECT_QUARTZ):
+            r = pb.Recurrence(cron=pb.CronSchedule(
+                expression=expression, time_zone=zone, dialect=dialect))
+            return self.c.PreviewSchedule(pb.PreviewScheduleRequest(
+                recurrence=r, after=timestamp_pb2.Timestamp(seconds=after),
+                count=count)).occurrences
+
+        seeds = {
+            "*/5 * * * * ?": ["2026-01-01T00:00:05+00:00",
+                              "2026-01-01T00:00:10+00:00",
+                              "2026-01-01T00:00:15+00:00"],
+            "0 0 23 L * ?": ["2026-01-31T23:00:00+00:00",
+                             "2026-02-28T23:00:00+00:00",
+                             "2026-03-31T23:00:00+00:00"],
+            "0 0 1 ? * L": ["2026-01-03T01:00:00+00:00",
+                            "2026-01-10T01:00:00+00:00",
+                            "2026-01-17T01:00:00+00:00"],
+            "0 26,29,33 * * * ?": ["2026-01-01T00:26:00+00:00",
+                                   "2026-01-01T00:29:00+00:00",
+                                   "2026-01-01T00:33:00+00:00"],
+            "0 0 0,13,18,21 * * ?": ["2026-01-01T13:00:00+00:00",
+                                     "2026-01-01T18:00:00+00:00",
+                                     "2026-01-01T21:00:00+00:00"],
+            "0 15 10 ? * 6#3": ["2026-01-16T10:15:00+00:00",
+                                "2026-02-20T10:15:00+00:00",
+                                "2026-03-20T10:15:00+00:00"],
+        }
+        for expression, want in seeds.items():
+            got = [o.local_time for o in preview(expression)]
+            assert got == want, (expression, got)
+
+        # New York's 2026 spring-forward gap (02:30 fires at the gap's end)
+        # and fall-back repeat (01:30 fires at its first occurrence), as
+        # zoneinfo converts those local times.
+        ny = zoneinfo.ZoneInfo("America/New_York")
+
+        def local(*fields, fold=0):
+            return datetime.datetime(*fields, tzinfo=ny, fold=fold)
+
+        for expression, after, want in [
+                ("0 30 2 * * ?", local(2026, 3, 6, 12),
+                 [local(2026, 3, 7, 2, 30), local(2026, 3, 8, 3, 0),
+                  local(2026, 3, 9, 2, 30)]),
+                ("0 30 1 * * ?", local(2026, 10, 31, 12),
+                 [local(2026, 11, 1, 1, 30, fold=0),
+                  local(2026, 11, 2, 1, 30), local(2026, 11, 3, 1, 30)])]:
+            got = preview(expression, "America/New_York",
+                          after=int(after.timestamp()))
+            assert [o.at.seconds for o in got] == [
+                int(w.timestamp()) for w in want], (expression, got)
+            assert [o.utc_offset_seconds for o in got] == [
+                int(w.utcoffset().total_seconds()) for w in want], got
+            assert [o.local_time for o in got] == [
+                w.isoformat() for w in want], got
+
+        # Unix dialect, and an interval (absolute time, UTC).
+        got = preview("@daily", count=2, dialect=pb.CRON_DIALECT_UNIX)
+        assert [o.local_time for o in got] == [
+            "2026-01-02T00:00:00+00:00", "2026-01-03T00:00:00+00:00"], got
+        every = pb.Recurrence(every=pb.IntervalSchedule(
+            interval=duration_pb2.Duration(seconds=90),
+            anchor=timestamp_pb2.Timestamp(seconds=thursday)))
+        got = self.c.PreviewSchedule(pb.PreviewScheduleRequest(
+            recurrence=every, after=timestamp_pb2.Timestamp(seconds=thursday),
+            count=2)).occurrences
+        assert [o.at.seconds for o in got] == [thursday + 90,
+                                               thursday + 180], got
+
+        invalid = grpc.StatusCode.INVALID_ARGUMENT
+        self.refused(self.c.PreviewSchedule, pb.PreviewScheduleRequest(
+            recurrence=pb.Recurrence(cron=pb.CronSchedule(
+                expression="0 0 0 * * ?", time_zone="Mars/Olympus"))),
+            invalid, "recurrence.cron.time_zone", "Mars/Olympus")
+        self.refused(self.c.PreviewSchedule, pb.PreviewScheduleRequest(
+            recurrence=pb.Recurrence(cron=pb.CronSchedule(
+                expression="0 0 25 * * ?"))),
+            invalid, "recurrence.cron.expression", "position 5", "0-23")
+        self.refused(self.c.PreviewSchedule, pb.PreviewScheduleRequest(
+            recurrence=every, count=1001), invalid, "count", "1000")
 
     def check_refusals_change_nothing(self):
         pb = self.pb

@@ -26,7 +26,7 @@ TEST(ContractTest, EveryRpcExists) {
   for (const char* rpc :
        {"Schedule", "ScheduleBatch", "Reschedule", "Cancel", "CancelByPrefix",
         "GetJob", "ListJobs", "Subscribe", "Ack", "Nack", "ExtendLease",
-        "Redrive", "GetStats"}) {
+        "Redrive", "GetStats", "PreviewSchedule"}) {
     EXPECT_NE(service->FindMethodByName(rpc), nullptr) << rpc;
   }
   EXPECT_TRUE(service->FindMethodByName("Subscribe")->server_streaming());
