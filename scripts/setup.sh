@@ -9,6 +9,8 @@ packages=(
   cmake make g++ pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev librocksdb-dev prometheus-cpp-dev libjemalloc-dev
+  # run: the IANA time zones of cron schedules (Abseil reads the system's)
+  tzdata
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang-format
   clang  # scripts/thread-safety.sh
