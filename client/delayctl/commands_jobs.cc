@@ -148,6 +148,85 @@ Exit Schedule(Session& s, const Args& a) {
       });
 }
 
+// A Recurrence from --cron / --every and their flags; a usage error names
+// the flag.
+absl::StatusOr<v1::Recurrence> RecurrenceFlags(const Args& a, absl::Time now) {
+  v1::Recurrence r;
+  if (a.Has("cron") == a.Has("every")) {
+    return absl::InvalidArgumentError("give one of --cron EXPR, --every D");
+  }
+  if (a.Has("cron")) {
+    v1::CronSchedule& cron = *r.mutable_cron();
+    cron.set_expression(a.Get("cron", ""));
+    cron.set_time_zone(a.Get("tz", ""));
+    const std::string dialect = a.Get("dialect", "quartz");
+    if (dialect == "quartz") {
+      cron.set_dialect(v1::CRON_DIALECT_QUARTZ);
+    } else if (dialect == "unix") {
+      cron.set_dialect(v1::CRON_DIALECT_UNIX);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--dialect: '", dialect, "' is not one of quartz, unix"));
+    }
+  } else {
+    absl::StatusOr<absl::Duration> every =
+        ParseDuration(a.Get("every", ""), "--every");
+    if (!every.ok()) return every.status();
+    *r.mutable_every()->mutable_interval() = ToProtoSaturated(*every);
+    if (a.Has("anchor")) {
+      absl::StatusOr<absl::Time> anchor =
+          ParseTimeOrDelay(a.Get("anchor", ""), "--anchor", now);
+      if (!anchor.ok()) return anchor.status();
+      *r.mutable_every()->mutable_anchor() = ToProtoSaturated(*anchor);
+    }
+  }
+  for (const auto& [flag, field] :
+       {std::pair{"start", &v1::Recurrence::mutable_start_at},
+        std::pair{"end", &v1::Recurrence::mutable_end_at}}) {
+    if (!a.Has(flag)) continue;
+    absl::StatusOr<absl::Time> t =
+        ParseTimeOrDelay(a.Get(flag, ""), absl::StrCat("--", flag), now);
+    if (!t.ok()) return t.status();
+    *(r.*field)() = ToProtoSaturated(*t);
+  }
+  return r;
+}
+
+Exit Preview(Session& s, const Args& a) {
+  const absl::Time now = absl::Now();
+  absl::StatusOr<v1::Recurrence> recurrence = RecurrenceFlags(a, now);
+  if (!recurrence.ok()) {
+    return Exit::Usage(std::string(recurrence.status().message()));
+  }
+  v1::PreviewScheduleRequest request;
+  *request.mutable_recurrence() = *std::move(recurrence);
+  uint32_t count = 10;
+  if (absl::Status st = ParseUint(a, "count", &count); !st.ok()) {
+    return Exit::Usage(std::string(st.message()));
+  }
+  request.set_count(count);
+  if (a.Has("after")) {
+    absl::StatusOr<absl::Time> after =
+        ParseTimeOrDelay(a.Get("after", ""), "--after", now);
+    if (!after.ok()) return Exit::Usage(std::string(after.status().message()));
+    *request.mutable_after() = ToProtoSaturated(*after);
+  }
+  return s.CallAndShow(
+      s.stub(), &Stub::PreviewSchedule, request,
+      [&s](const v1::PreviewScheduleResponse& response) {
+        if (response.occurrences().empty()) {
+          s.out() << "no occurrences\n";
+          return;
+        }
+        std::vector<std::vector<std::string>> rows = {{"UTC", "LOCAL"}};
+        for (const v1::Occurrence& o : response.occurrences()) {
+          rows.push_back(
+              {AbsoluteTime(FromProto(o.at()), true), o.local_time()});
+        }
+        s.out() << Table(rows);
+      });
+}
+
 Exit Get(Session& s, const Args& a) {
   v1::GetJobRequest request;
   request.mutable_key()->set_topic(a.positional()[0]);
@@ -330,6 +409,26 @@ std::vector<Command> JobCommands() {
         2,
         3},
        Schedule},
+      {{"preview",
+        "",
+        "Show the next occurrences of a recurrence; nothing is stored.",
+        "A cron schedule (--cron, with --dialect and --tz) or a fixed\n"
+        "interval (--every, from --anchor). DST: a local time in a\n"
+        "spring-forward gap fires once at the gap's end; one that occurs\n"
+        "twice fires at its first occurrence. Example:\n"
+        "  delayctl preview --cron '0 30 2 * * ?' --tz America/New_York\n",
+        {{"cron", "EXPR", "a cron expression"},
+         {"dialect", "quartz|unix", "the expression's dialect (quartz)"},
+         {"tz", "ZONE", "an IANA time zone, e.g. Europe/Berlin (UTC)"},
+         {"every", "DURATION", "a fixed interval instead, e.g. 5s, 1h"},
+         {"anchor", "TIME", "where --every counts from (--start or now)"},
+         {"start", "TIME", "no occurrence before TIME (or a delay)"},
+         {"end", "TIME", "no occurrence after TIME (or a delay)"},
+         {"after", "TIME", "occurrences after TIME (default: now)"},
+         {"count", "N", "how many, 1-1000 (10)"}},
+        0,
+        0},
+       Preview},
       {{"get",
         "TOPIC ID",
         "Show one job: state, due time, attempts, retry policy, payload.",

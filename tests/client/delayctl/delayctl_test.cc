@@ -396,6 +396,40 @@ TEST_F(DelayctlTest, StatsAndHealth) {
             grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
+TEST_F(DelayctlTest, PreviewShowsOccurrencesInUtcAndLocalTime) {
+  // New York's 2026 spring-forward gap: 02:30 fires at 03:00 EDT.
+  CliResult r =
+      Ctl({"preview", "--cron", "0 30 2 * * ?", "--tz", "America/New_York",
+           "--after", "2026-03-07T00:00:00Z", "--count", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "UTC                       LOCAL\n"
+            "2026-03-07 07:30:00.000Z  2026-03-07T02:30:00-05:00\n"
+            "2026-03-08 07:00:00.000Z  2026-03-08T03:00:00-04:00\n"
+            "2026-03-09 06:30:00.000Z  2026-03-09T02:30:00-04:00\n");
+  r = Ctl({"preview", "--every", "90s", "--anchor", "2026-01-01T00:00:00Z",
+           "--after", "2026-01-01T00:00:00Z", "--count", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto every = FromJson<v1::PreviewScheduleResponse>(r.out);
+  ASSERT_EQ(every.occurrences_size(), 2);
+  EXPECT_EQ(every.occurrences(1).local_time(), "2026-01-01T00:03:00+00:00");
+  r = Ctl({"preview", "--cron", "*/5 * * * *", "--dialect", "unix", "--after",
+           "2026-01-01T00:00:00Z", "--count", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("2026-01-01T00:05:00+00:00"));
+  // Refusals: the server's names the position; delayctl's own, the flag.
+  r = Ctl({"preview", "--cron", "0 0 25 * * ?"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("recurrence.cron.expression: at "
+                                          "position 5 (hour field"));
+  r = Ctl({"preview", "--cron", "0 0 0 * * ?", "--every", "1s"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("give one of --cron EXPR"));
+  r = Ctl({"preview", "--cron", "0 0 0 * * ?", "--dialect", "vixie"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("--dialect: 'vixie'"));
+}
+
 TEST_F(DelayctlTest, ServerFromEnvironment) {
   CliResult r =
       RunCli({"health"}, "", {"DELAYD_SERVER=" + server_->grpc_address()});
