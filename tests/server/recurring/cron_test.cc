@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
@@ -300,6 +301,60 @@ TEST(CronTest, BadExpressionsNameThePositionTheFieldAndWhatWasExpected) {
   ExpectParseError("0 0 * * 8", u, "expected a value 0-7 or SUN-SAT");
   ExpectParseError("@reboot", u, "expected one of @yearly");
   ExpectParseError("* * * *", u, "got 4");
+}
+
+// Random bytes and random mutations of valid expressions: Parse answers OK
+// or INVALID_ARGUMENT naming the field, never anything else (and, under the
+// sanitizers, touches nothing it should not); what parses finds its next
+// occurrence.
+TEST(CronTest, MalformedInputIsRefusedCleanly) {
+  const std::vector<std::string> seeds = {
+      "*/5 * * * * ?",   "0 0 23 L * ?",      "0 0 1 ? * L",
+      "0 15 10 ? * 6#3", "0 0 0 LW * ?",      "0 0 0 L-3 * ?",
+      "0 0 12 15W * ?",  "10/20 0 0 * * ?",   "0 0 22-2/2 * * ? 2030-2040",
+      "@weekly",         "*/15 9-17 * * 1-5", "0 12 13 * MON",
+      "0 0 * * 5L",      "0 0 * * FRI#2"};
+  const std::string alphabet = "0123456789*?/-,#LW @JANSUMOTHFRI\t";
+  std::mt19937_64 rng(7);
+  const absl::CivilSecond start(2026, 1, 1, 0, 0, 0);
+  int parsed = 0;
+  for (int i = 0; i < 100000; ++i) {
+    std::string text = seeds[rng() % seeds.size()];
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = text.empty() ? 0 : rng() % (text.size() + 1);
+      switch (rng() % 3) {
+        case 0:  // insert
+          text.insert(at, 1, alphabet[rng() % alphabet.size()]);
+          break;
+        case 1:  // delete
+          if (at < text.size()) text.erase(at, 1);
+          break;
+        default:  // a random byte
+          if (at < text.size()) text[at] = static_cast<char>(rng() % 256);
+      }
+    }
+    for (const CronDialect dialect :
+         {CronDialect::kQuartz, CronDialect::kUnix}) {
+      absl::StatusOr<CronExpression> e =
+          CronExpression::Parse("expression", text, dialect);
+      if (!e.ok()) {
+        ASSERT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument)
+            << absl::CEscape(text);
+        ASSERT_THAT(std::string(e.status().message()),
+                    StartsWith("expression: "))
+            << absl::CEscape(text);
+        continue;
+      }
+      ++parsed;
+      const std::optional<absl::CivilSecond> next = e->NextCivil(start);
+      if (next.has_value()) {
+        ASSERT_TRUE(e->Matches(*next)) << absl::CEscape(text);
+      }
+    }
+  }
+  // Some mutations stay valid, so what parses is searched too.
+  EXPECT_GT(parsed, 2000);
 }
 
 // ---- NextCivil against a brute-force scan of Matches. ----
