@@ -63,18 +63,26 @@ class FieldParser {
     return out;
   }
 
+  // The decimal digits at `*p`, advancing `*p` past them; stops early
+  // once the value passes 100000 (no field takes that much).
+  int64_t Digits(size_t* p) const {
+    const absl::string_view t = token_.text;
+    int64_t v = 0;
+    while (*p < t.size() &&
+           absl::ascii_isdigit(static_cast<unsigned char>(t[*p]))) {
+      v = v * 10 + (t[*p] - '0');
+      if (v > 100000) break;
+      ++*p;
+    }
+    return v;
+  }
+
   // A number or a name at `*pos`, in [min, max]; advances `*pos`.
   absl::StatusOr<int> Value(size_t* pos) const {
     const absl::string_view t = token_.text;
     size_t p = *pos;
     if (p < t.size() && absl::ascii_isdigit(static_cast<unsigned char>(t[p]))) {
-      int64_t v = 0;
-      while (p < t.size() &&
-             absl::ascii_isdigit(static_cast<unsigned char>(t[p]))) {
-        v = v * 10 + (t[p] - '0');
-        if (v > 100000) break;
-        ++p;
-      }
+      const int64_t v = Digits(&p);
       if (v < spec_.min || v > spec_.max) {
         return Error(*pos, absl::StrCat("a value ", Range()));
       }
@@ -95,15 +103,8 @@ class FieldParser {
 
   // A step count after '/' at `*pos`: 1 up to the field's span.
   absl::StatusOr<int> Step(size_t* pos) const {
-    const absl::string_view t = token_.text;
     size_t p = *pos;
-    int64_t v = 0;
-    while (p < t.size() &&
-           absl::ascii_isdigit(static_cast<unsigned char>(t[p]))) {
-      v = v * 10 + (t[p] - '0');
-      if (v > 100000) break;
-      ++p;
-    }
+    const int64_t v = Digits(&p);
     const int span = spec_.max - spec_.min + 1;
     if (p == *pos || v < 1 || v > span) {
       return Error(*pos, absl::StrCat("a step 1-", span));

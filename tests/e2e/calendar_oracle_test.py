@@ -310,14 +310,7 @@ def transitions(zone, first_year, last_year):
     step = 6 * 3600
     while t < end:
         if offset(t) != offset(t + step):
-            lo, hi = t, t + step
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if offset(mid) == offset(lo):
-                    lo = mid
-                else:
-                    hi = mid
-            out.append(hi)
+            out.append(transition(tz, t, t + step))
         t += step
     return out
 
