@@ -54,14 +54,18 @@ int main(int argc, char** argv) {
     (*server)->Shutdown();
     return 1;
   }
-  DELAYD_LOG_INFO(
-      "delayd: recovered %d jobs (%d overdue) in %s; serving%s",
-      recovered->jobs, recovered->overdue,
-      absl::FormatDuration(recovered->duration),
-      recovered->in_flight == 0
-          ? ""
-          : absl::StrCat("; ", recovered->in_flight,
-                         " were out for delivery and go out again"));
+  DELAYD_LOG_INFO("delayd: recovered %d jobs (%d overdue) in %s; serving%s%s",
+                  recovered->jobs, recovered->overdue,
+                  absl::FormatDuration(recovered->duration),
+                  recovered->in_flight == 0
+                      ? ""
+                      : absl::StrCat("; ", recovered->in_flight,
+                                     " were out for delivery and go out again"),
+                  recovered->recurring == 0
+                      ? ""
+                      : absl::StrCat("; ", recovered->recurring, " recurring (",
+                                     recovered->recurring_moved,
+                                     " moved by time zone rules)"));
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);

@@ -110,11 +110,9 @@ void FaultInjectingJobStore::StallScanDue(
   stall_scan_due_ = std::move(stall);
 }
 
-absl::Status FaultInjectingJobStore::ScanDueFrom(int64_t from_ms,
-                                                 std::string_view from_topic,
-                                                 std::string_view from_id,
-                                                 int64_t to_ms,
-                                                 DueVisitor visitor) const {
+absl::Status FaultInjectingJobStore::ScanDueFrom(
+    int64_t from_ms, std::string_view from_topic, std::string_view from_id,
+    int64_t to_ms, MarkedDueVisitor visitor) const {
   if (absl::Status s = ReadFaultFor(Read::kScanDue); !s.ok()) return s;
   return target_.ScanDueFrom(from_ms, from_topic, from_id, to_ms, visitor);
 }

@@ -39,7 +39,7 @@ class ForwardingJobStore : public JobStore {
   }
   absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                            std::string_view from_id, int64_t to_ms,
-                           DueVisitor visitor) const override {
+                           MarkedDueVisitor visitor) const override {
     return target_.ScanDueFrom(from_ms, from_topic, from_id, to_ms, visitor);
   }
   absl::Status ScanDueMarked(int64_t from_ms, int64_t to_ms,

@@ -38,7 +38,8 @@ absl::Status InMemoryJobStore::Apply(std::span<const Mutation> mutations,
     }
     jobs_[std::move(key)] = m.record().SerializeAsString();
     if (m.new_due_ms().has_value()) {
-      due_[EncodeDueKey(*m.new_due_ms(), m.topic(), m.id())] = 0;
+      due_[EncodeDueKey(*m.new_due_ms(), m.topic(), m.id())] =
+          DueMarkOf(m.record());
     }
     if (m.new_expiry_ms().has_value()) {
       expiry_[EncodeDueKey(*m.new_expiry_ms(), m.topic(), m.id())] = 0;
@@ -101,8 +102,8 @@ absl::Status InMemoryJobStore::ScanDueFrom(int64_t from_ms,
                                            std::string_view from_topic,
                                            std::string_view from_id,
                                            int64_t to_ms,
-                                           DueVisitor visitor) const {
-  return ScanIndex(false, from_ms, to_ms, IgnoringMarks(visitor),
+                                           MarkedDueVisitor visitor) const {
+  return ScanIndex(false, from_ms, to_ms, visitor,
                    EncodeDueKey(from_ms, from_topic, from_id));
 }
 

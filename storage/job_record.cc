@@ -62,6 +62,10 @@ std::optional<int64_t> DueIndexEntryOf(const JobRecord& record) {
   return ClampDueMs(TimestampToUnixMs(record.job().fire_at()));
 }
 
+uint32_t DueMarkOf(const JobRecord& record) {
+  return record.job().has_recurring() ? kRecurringMark : 0;
+}
+
 std::optional<int64_t> ExpiryIndexEntryOf(const JobRecord& record) {
   if (!IsRetained(record)) return std::nullopt;
   return record.expires_at_ms();

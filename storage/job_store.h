@@ -102,15 +102,16 @@ class JobStore {
   // malformed due key, named), UNAVAILABLE.
   virtual absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
                                DueVisitor visitor) const = 0;
-  // As ScanDue, from the entry (from_ms, from_topic, from_id) on, itself
-  // included if present: a scan that goes on where another stopped, or that
-  // reads again a range another scan saw.
+  // As ScanDueMarked, from the entry (from_ms, from_topic, from_id) on,
+  // itself included if present: a scan that goes on where another stopped,
+  // or that reads again a range another scan saw.
   virtual absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                                    std::string_view from_id, int64_t to_ms,
-                                   DueVisitor visitor) const = 0;
+                                   MarkedDueVisitor visitor) const = 0;
 
-  // As ScanDue, with each entry's attempt mark (0: none; key_codec.h):
-  // recovery's scan. Errors also DATA_LOSS for a malformed mark (named).
+  // As ScanDue, with each entry's mark (0: none; an attempt; or
+  // kRecurringMark: a recurring job's; key_codec.h): recovery's scan. Errors
+  // also DATA_LOSS for a malformed mark (named).
   virtual absl::Status ScanDueMarked(int64_t from_ms, int64_t to_ms,
                                      MarkedDueVisitor visitor) const = 0;
 

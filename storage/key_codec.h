@@ -1,9 +1,9 @@
 // The key layout of delayd's RocksDB store, and the functions that encode and
 // decode its keys. Pure functions; thread-safe.
 //
-// Layout version 3 (kStoreLayoutVersion in job_record.h; bump it on any
+// Layout version 4 (kStoreLayoutVersion in job_record.h; bump it on any
 // change here, see storage/job_record.proto; version 1 had no `expiry`,
-// version 2 no attempt marks):
+// version 2 no attempt marks, version 3 no recurring marks):
 //
 //   column family   key                                   value
 //   -------------   -----------------------------------   ----------------
@@ -32,8 +32,13 @@
 //   attempt >= 1, written when a delivery of the job goes out
 //   (Mutation::MarkAttempt). The record keeps the job as it was before the
 //   delivery; the mark alone says, after a crash, that delivery `attempt`
-//   was out. Every put of the record rewrites the entry empty, every
-//   delete removes it.
+//   was out. Every put of the record rewrites the entry with
+//   DueMarkOf(record) (job_record.h): empty for a one-shot job, which
+//   clears an attempt mark; every delete removes it.
+// * The due entry of a recurring job (layout 4) is marked kRecurringMark,
+//   by every put of its record: the fire path and recovery tell its entries
+//   from those of one-shot jobs without reading a record. A recurring job
+//   is never delivered itself, so it never has an attempt mark.
 #ifndef DELAYD_STORAGE_KEY_CODEC_H_
 #define DELAYD_STORAGE_KEY_CODEC_H_
 
@@ -90,6 +95,10 @@ std::string EncodeDueTime(int64_t due_ms);
 // Decodes a due key. DATA_LOSS when it is shorter than 9 bytes, its time is
 // above INT64_MAX or its job key does not decode.
 absl::StatusOr<DueKeyView> DecodeDueKey(std::string_view key);
+
+// The mark of a recurring job's due entry; never an attempt (max_attempts
+// is far below it).
+inline constexpr uint32_t kRecurringMark = 0xffffffff;
 
 // The value of a due entry marked with `attempt` (>= 1): its varint32.
 std::string EncodeAttemptMark(uint32_t attempt);

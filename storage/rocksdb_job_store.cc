@@ -220,8 +220,9 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
         return FromRocksDb(s, "storage: cannot build the write batch");
       continue;
     }
-    // A put that leaves the due entry where it is still writes it: empty,
-    // which clears any attempt mark.
+    // A put that leaves the due entry where it is still writes it, with the
+    // record's mark: for a one-shot job empty, which clears any attempt
+    // mark.
     const bool due_unchanged = m.kind() == Mutation::Kind::kPut &&
                                m.previous_due_ms() == m.new_due_ms();
     if (m.previous_due_ms().has_value() && !due_unchanged) {
@@ -239,8 +240,9 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
       m.record().SerializeToString(&value);
       s = batch.Put(jobs_cf_, key, value);
       if (s.ok() && m.new_due_ms().has_value()) {
+        const uint32_t mark = DueMarkOf(m.record());
         s = batch.Put(due_cf_, EncodeDueKey(*m.new_due_ms(), m.topic(), m.id()),
-                      rocksdb::Slice());
+                      mark == 0 ? std::string() : EncodeAttemptMark(mark));
       }
       if (s.ok() && m.new_expiry_ms().has_value()) {
         s = batch.Put(expiry_cf_,
@@ -359,9 +361,9 @@ absl::Status RocksDbJobStore::ScanDueFrom(int64_t from_ms,
                                           std::string_view from_topic,
                                           std::string_view from_id,
                                           int64_t to_ms,
-                                          DueVisitor visitor) const {
-  return ScanIndex(due_cf_, from_ms, to_ms, IgnoringMarks(visitor),
-                   EncodeDueKey(from_ms, from_topic, from_id));
+                                          MarkedDueVisitor visitor) const {
+  return ScanIndex(due_cf_, from_ms, to_ms, visitor,
+                   EncodeDueKey(from_ms, from_topic, from_id), true);
 }
 
 absl::Status RocksDbJobStore::ScanDueMarked(int64_t from_ms, int64_t to_ms,

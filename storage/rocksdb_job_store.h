@@ -138,7 +138,7 @@ class RocksDbJobStore final : public JobStore {
                        DueVisitor visitor) const override;
   absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                            std::string_view from_id, int64_t to_ms,
-                           DueVisitor visitor) const override;
+                           MarkedDueVisitor visitor) const override;
   absl::Status ScanDueMarked(int64_t from_ms, int64_t to_ms,
                              MarkedDueVisitor visitor) const override;
   absl::Status ScanExpiry(int64_t from_ms, int64_t to_ms,

@@ -131,10 +131,12 @@ void FirePath::FireMillisecond(int64_t ms,
     // Read under the locks, the chunk's range of the due index says exactly
     // which of its jobs are still due then (not canceled, not moved).
     std::vector<JobKey> due;
+    std::vector<JobKey> parents;  // recurring jobs (marked entries)
     const JobKey& last = chunk.back();
     absl::Status scan = d_.store->ScanDueFrom(
         ms, chunk.front().topic, chunk.front().id, ms + 1,
-        [&](int64_t, std::string_view topic, std::string_view id) {
+        [&](int64_t, std::string_view topic, std::string_view id,
+            uint32_t mark) {
           // Key order: topics hold no '\0', so (topic, id) pairs compare
           // as the encoded keys do.
           if (std::pair(topic, id) >
@@ -143,11 +145,17 @@ void FirePath::FireMillisecond(int64_t ms,
             return false;
           }
           if (mine.contains(KeyHash(AsAbsl(topic), AsAbsl(id)))) {
-            due.push_back({std::string(topic), std::string(id)});
+            (mark == storage::kRecurringMark ? parents : due)
+                .push_back({std::string(topic), std::string(id)});
           }
           return true;
         });
     if (!scan.ok()) return scan;
+    if (!parents.empty()) {
+      if (absl::Status s = d_.occurrences->Fire(ms, parents); !s.ok()) {
+        return s;
+      }
+    }
     absl::flat_hash_map<std::string, int64_t> readied;
     for (const JobKey& key : due) {
       if (d_.ledger->Due(key.topic, key.id)) ++readied[key.topic];

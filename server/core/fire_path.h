@@ -9,7 +9,9 @@
 //   * due timers are hints (JobTimers): under the keys' locks, the due index
 //     at the fired millisecond says which jobs are really due (not
 //     canceled, not moved). Those join their topic's ready queue through the
-//     JobLedger, and the Deliverer is kicked.
+//     JobLedger, and the Deliverer is kicked. Recurring jobs (their entries
+//     marked kRecurringMark) go instead to the OccurrenceMaker, which makes
+//     their occurrences into jobs.
 // A herd (many jobs due at one millisecond) is readied in chunks of kChunk:
 // a scan of the due index at that millisecond, without locks, finds the
 // fired jobs in key order; each chunk's keys are then locked, its range of
@@ -35,6 +37,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "server/core/horizon_loader.h"
+#include "server/core/occurrences.h"
 #include "server/delivery/deliverer.h"
 #include "server/jobs/job_ledger.h"
 #include "server/jobs/key_locks.h"
@@ -55,6 +58,7 @@ class FirePath {
     timer::Scheduler* scheduler;
     Deliverer* deliverer;
     HorizonLoader* horizon;
+    OccurrenceMaker* occurrences;
   };
 
   // Jobs of one millisecond are readied in chunks of this many.

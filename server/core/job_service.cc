@@ -41,8 +41,10 @@ JobService::JobService(storage::JobStore* store, timer::Clock* clock,
       deliverer_(Deliverer::Deps{store_, clock_, &limits_, &locks_, &ledger_,
                                  &scheduler_, &retention_}),
       horizon_(store_, clock_, &timers_, &scheduler_),
+      occurrences_(OccurrenceMaker::Deps{store_, clock_, &ledger_, &deliverer_,
+                                         &retention_}),
       fire_(FirePath::Deps{store_, clock_, &locks_, &ledger_, &scheduler_,
-                           &deliverer_, &horizon_}),
+                           &deliverer_, &horizon_, &occurrences_}),
       writer_(JobWriter::Deps{store_, clock_, &limits_, &locks_, &ledger_,
                               &deliverer_, &retention_}),
       query_(store_, clock_, &limits_, &topics_, &deliverer_),
@@ -59,6 +61,7 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover() {
   RecoveryStats stats;
   std::vector<JobTimers::Entry> entries;
   std::vector<Marked> marked;
+  std::vector<JobKey> parents;  // recurring jobs
   std::string last_topic;
   int64_t run = 0;  // jobs of last_topic not yet added to the counts
   absl::Status scan = store_->ScanDueMarked(
@@ -67,7 +70,9 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover() {
           uint32_t mark) {
         const absl::string_view topic = AsAbsl(std_topic);
         const absl::string_view id = AsAbsl(std_id);
-        if (mark > 0) {
+        if (mark == storage::kRecurringMark) {
+          parents.push_back({std::string(std_topic), std::string(std_id)});
+        } else if (mark > 0) {
           marked.push_back(
               {std::string(std_topic), std::string(std_id), due_ms, mark});
         }
@@ -87,6 +92,10 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover() {
   if (!scan.ok()) return scan;
   if (absl::Status s = RecoverInFlight(marked); !s.ok()) return s;
   stats.in_flight = static_cast<int64_t>(marked.size());
+  absl::StatusOr<int64_t> moved = RecomputeRecurring(parents, entries);
+  if (!moved.ok()) return moved.status();
+  stats.recurring = static_cast<int64_t>(parents.size());
+  stats.recurring_moved = *moved;
   if (run > 0) topics_.AddLive(last_topic, run);
   timers_.ArmBatch(entries);
   stats.duration = absl::Now() - start;
@@ -127,6 +136,47 @@ absl::Status JobService::RecoverInFlight(const std::vector<Marked>& marked) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> JobService::RecomputeRecurring(
+    const std::vector<JobKey>& parents,
+    std::vector<JobTimers::Entry>& entries) {
+  constexpr size_t kChunk = 1024;
+  int64_t moved = 0;
+  for (size_t begin = 0; begin < parents.size(); begin += kChunk) {
+    const size_t end = std::min(parents.size(), begin + kChunk);
+    std::vector<storage::JobKeyView> keys;
+    for (size_t i = begin; i < end; ++i) {
+      keys.push_back({parents[i].topic, parents[i].id});
+    }
+    absl::StatusOr<std::vector<std::optional<storage::JobRecord>>> stored =
+        store_->MultiGet(keys);
+    if (!stored.ok()) return stored.status();
+    std::vector<storage::Mutation> mutations;
+    for (const std::optional<storage::JobRecord>& record : *stored) {
+      if (!record.has_value()) continue;
+      std::optional<storage::JobRecord> next = RecomputeNextOccurrence(*record);
+      if (!next.has_value()) continue;
+      const int64_t due = *storage::DueIndexEntryOf(*next);
+      const v1::Job& job = next->job();
+      DELAYD_LOG_INFO(
+          "recurring job (%s, %s): next occurrence moved from %d to %d ms "
+          "(time zone rules changed)",
+          job.topic(), job.id(), *storage::DueIndexEntryOf(*record), due);
+      if (due <= timers_.horizon()) {
+        entries.push_back({due, KeyHash(job.topic(), job.id()),
+                           KeyCheck(job.topic(), job.id())});
+      }
+      mutations.push_back(storage::Mutation::Put(
+          *std::move(next), storage::DueIndexEntryOf(*record)));
+    }
+    if (absl::Status s = store_->Apply(mutations, storage::Durability::kSync);
+        !s.ok()) {
+      return s;
+    }
+    moved += static_cast<int64_t>(mutations.size());
+  }
+  return moved;
 }
 
 void JobService::Start() {

@@ -36,6 +36,7 @@
 #include "server/core/horizon_loader.h"
 #include "server/core/job_query.h"
 #include "server/core/job_writer.h"
+#include "server/core/occurrences.h"
 #include "server/core/sweeper.h"
 #include "server/delivery/deliverer.h"
 #include "server/jobs/job_ledger.h"
@@ -60,6 +61,10 @@ class JobService {
     // Of which were out for delivery when the last process ended (their due
     // entry had an attempt mark), now IN_FLIGHT records without a lease.
     int64_t in_flight = 0;
+    // Of which recurring jobs, and those whose next occurrence moved
+    // (computed again with this process's tzdata).
+    int64_t recurring = 0;
+    int64_t recurring_moved = 0;
     absl::Duration duration;
   };
 
@@ -121,6 +126,15 @@ class JobService {
   absl::StatusOr<v1::RedriveResponse> Redrive(const v1::RedriveRequest& req) {
     return writer_.Redrive(req);
   }
+  // Recurring jobs: stop and restart their schedule.
+  absl::StatusOr<v1::PauseJobResponse> PauseJob(
+      const v1::PauseJobRequest& req) {
+    return writer_.PauseJob(req);
+  }
+  absl::StatusOr<v1::ResumeJobResponse> ResumeJob(
+      const v1::ResumeJobRequest& req) {
+    return writer_.ResumeJob(req);
+  }
   absl::StatusOr<v1::Job> GetJob(const v1::GetJobRequest& req) {
     return query_.GetJob(req);
   }
@@ -166,6 +180,12 @@ class JobService {
     int64_t due_ms;
     uint32_t attempt;
   };
+  // Computes the next occurrence of the recurring jobs `parents` again (a
+  // tzdata update may have moved it) and stores those that moved, adding
+  // their timers to `entries`. Returns how many moved.
+  absl::StatusOr<int64_t> RecomputeRecurring(
+      const std::vector<JobKey>& parents,
+      std::vector<JobTimers::Entry>& entries);
   // Writes the jobs of `marked` as IN_FLIGHT with the marked attempts (see
   // Recover), in synced chunks.
   absl::Status RecoverInFlight(const std::vector<Marked>& marked);
@@ -192,6 +212,7 @@ class JobService {
   // The parts.
   Deliverer deliverer_;
   HorizonLoader horizon_;
+  OccurrenceMaker occurrences_;
   FirePath fire_;
   JobWriter writer_;
   JobQuery query_;

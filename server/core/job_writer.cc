@@ -74,10 +74,19 @@ absl::StatusOr<JobWriter::Planned> JobWriter::Plan(
     return absl::InvalidArgumentError(absl::StrCat(
         field, "if_exists: unknown value ", static_cast<int>(req.if_exists())));
   }
-  absl::StatusOr<int64_t> due =
-      ResolveDueMs(job_field, req.job(), now_ms, *d_.limits);
-  if (!due.ok()) return due.status();
-  Planned plan{req, *due, 0};
+  Planned plan{req, 0, 0, std::nullopt};
+  if (req.job().has_recurrence()) {
+    absl::StatusOr<PreparedRecurrence> recurrence = PrepareRecurrence(
+        absl::StrCat(job_field, "."), req.job(), *d_.limits, now_ms);
+    if (!recurrence.ok()) return recurrence.status();
+    plan.due_ms = recurrence->first_ms;
+    plan.recurrence = *std::move(recurrence);
+  } else {
+    absl::StatusOr<int64_t> due =
+        ResolveDueMs(job_field, req.job(), now_ms, *d_.limits);
+    if (!due.ok()) return due.status();
+    plan.due_ms = *due;
+  }
   if (plan.request.job().id().empty()) {
     plan.request.mutable_job()->set_id(ids_.Next(now_ms));
   }
@@ -131,6 +140,9 @@ JobWriter::Decision JobWriter::Decide(const Planned& plan,
                                                  : UnixMsToTimestamp(now_ms);
   *job.mutable_updated_at() = UnixMsToTimestamp(now_ms);
   record.set_spec_digest(plan.digest);
+  if (plan.recurrence.has_value()) {
+    StartRecurring(*plan.recurrence, now_ms, record);
+  }
   d.job = PresentJob(record, now_ms);
   d.created = true;
   d.mutation = Mutation::Put(
@@ -298,6 +310,17 @@ absl::StatusOr<v1::RescheduleResponse> JobWriter::Reschedule(
         absl::StrCat("key: no job ", KeyText(key.topic(), key.id())));
   }
   const v1::JobState state = (*stored)->job().state();
+  const bool recurring = (*stored)->job().has_recurring();
+  if (!IsFinished(state) && recurring != req.has_recurrence()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "key: job ", KeyText(key.topic(), key.id()),
+        recurring ? " is recurring; give a recurrence to change its schedule"
+                  : " is not recurring; Schedule it with IF_EXISTS_REPLACE and "
+                    "a recurrence to make it one"));
+  }
+  if (recurring && !IsFinished(state)) {
+    return RescheduleRecurring(req, **stored, now_ms);
+  }
   if (IsFinished(state)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "key: job ", KeyText(key.topic(), key.id()), " is ",

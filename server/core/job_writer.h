@@ -35,6 +35,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "delayd/v1/delayd.pb.h"
+#include "server/core/occurrences.h"
 #include "server/delivery/deliverer.h"
 #include "server/jobs/id_generator.h"
 #include "server/jobs/job_ledger.h"
@@ -76,6 +77,10 @@ class JobWriter {
   // Puts the DEAD jobs of a topic whose id starts with a prefix back to
   // SCHEDULED, due now, attempts reset.
   absl::StatusOr<v1::RedriveResponse> Redrive(const v1::RedriveRequest& req);
+  // ---- job_writer_recurring.cc ----
+  absl::StatusOr<v1::PauseJobResponse> PauseJob(const v1::PauseJobRequest& req);
+  absl::StatusOr<v1::ResumeJobResponse> ResumeJob(
+      const v1::ResumeJobRequest& req);
 
  private:
   // One Schedule request after validation, ready to be decided.
@@ -83,6 +88,8 @@ class JobWriter {
     v1::ScheduleRequest request;  // with the id filled in
     int64_t due_ms = 0;
     uint64_t digest = 0;
+    // Set for a recurring job; due_ms is then its first occurrence.
+    std::optional<PreparedRecurrence> recurrence;
   };
   // What deciding a request against the stored job yields.
   struct Decision {
@@ -122,6 +129,13 @@ class JobWriter {
   // Writes d's mutation, if any, synced; then Commit. On a write error
   // nothing changed.
   absl::Status WriteAndCommit(const Decision& d);
+  // Reschedule of a recurring job (`stored`, SCHEDULED or PAUSED) with a
+  // new recurrence: validated, its schedule restarted from now.
+  absl::StatusOr<v1::RescheduleResponse> RescheduleRecurring(
+      const v1::RescheduleRequest& req, const storage::JobRecord& stored,
+      int64_t now_ms);
+  // PauseJob (pause) and ResumeJob (!pause).
+  absl::StatusOr<v1::Job> SetPaused(const v1::JobKey& key, bool pause);
 
   // Constant after construction.
   const Deps d_;

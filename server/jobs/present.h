@@ -11,10 +11,11 @@ namespace delayd::server {
 
 // The job as clients see it: READY is stored as SCHEDULED with a due time in
 // the past (it is what the due index says, and what a restart makes of it
-// anyway), so a SCHEDULED job whose time has come shows as READY.
+// anyway), so a SCHEDULED job whose time has come shows as READY. A
+// recurring job is never READY: it is the schedule, not a delivery.
 inline v1::Job PresentJob(const storage::JobRecord& record, int64_t now_ms) {
   v1::Job job = record.job();
-  if (job.state() == v1::JOB_STATE_SCHEDULED &&
+  if (job.state() == v1::JOB_STATE_SCHEDULED && !job.has_recurring() &&
       storage::TimestampToUnixMs(job.fire_at()) <= now_ms) {
     job.set_state(v1::JOB_STATE_READY);
   }

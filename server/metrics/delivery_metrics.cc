@@ -44,6 +44,17 @@ DeliveryMetrics::DeliveryMetrics(std::shared_ptr<prometheus::Registry> own,
           "Deliveries of a job after its first attempt, by topic")),
       dead_lettered_(CounterFamily(registry, "delayd_jobs_dead_lettered_total",
                                    "Jobs moved to DEAD, by topic")),
+      occurrences_fired_(CounterFamily(
+          registry, "delayd_occurrences_fired_total",
+          "Occurrences of recurring jobs made into jobs, by topic")),
+      occurrences_misfired_(CounterFamily(
+          registry, "delayd_occurrences_misfired_total",
+          "Occurrences of recurring jobs passed over by the misfire policy "
+          "(missed while down or paused), by topic")),
+      occurrences_overlapped_(CounterFamily(
+          registry, "delayd_occurrences_overlapped_total",
+          "Occurrences of recurring jobs passed over by the overlap policy "
+          "(the previous one still live), by topic")),
       lateness_(
           prometheus::BuildHistogram()
               .Name("delayd_fire_lateness_seconds")
@@ -59,10 +70,17 @@ const DeliveryMetrics::Topic& DeliveryMetrics::For(absl::string_view topic) {
   if (it != topics_.end()) return it->second;
   const std::map<std::string, std::string> labels = {
       {"topic", std::string(topic)}};
-  Topic t{&scheduled_.Add(labels),   &canceled_.Add(labels),
-          &fired_.Add(labels),       &delivered_.Add(labels),
-          &acked_.Add(labels),       &nacked_.Add(labels),
-          &redelivered_.Add(labels), &dead_lettered_.Add(labels)};
+  Topic t{&scheduled_.Add(labels),
+          &canceled_.Add(labels),
+          &fired_.Add(labels),
+          &delivered_.Add(labels),
+          &acked_.Add(labels),
+          &nacked_.Add(labels),
+          &redelivered_.Add(labels),
+          &dead_lettered_.Add(labels),
+          &occurrences_fired_.Add(labels),
+          &occurrences_misfired_.Add(labels),
+          &occurrences_overlapped_.Add(labels)};
   return topics_.try_emplace(std::string(topic), t).first->second;
 }
 

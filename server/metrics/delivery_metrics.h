@@ -1,6 +1,8 @@
 // DeliveryMetrics: the counters of the job flow by topic —
 // delayd_jobs_{scheduled,canceled,fired,delivered,acked,nacked,redelivered,
-// dead_lettered}_total{topic} — and the fire lateness histogram
+// dead_lettered}_total{topic}, the recurring jobs' occurrences
+// delayd_occurrences_{fired,misfired,overlapped}_total{topic} — and the fire
+// lateness histogram
 // delayd_fire_lateness_seconds (delivery send time minus due time). A topic's
 // counters are created on its first use and cached, so a hot path pays one map
 // lookup per batch and an atomic add. Thread-safe.
@@ -32,6 +34,11 @@ class DeliveryMetrics {
     prometheus::Counter* nacked;         // given back by Nack
     prometheus::Counter* redelivered;    // delivered with attempt > 1
     prometheus::Counter* dead_lettered;  // moved to DEAD
+    // Occurrences of recurring jobs: made into jobs; passed over by the
+    // misfire policy; passed over by the overlap policy.
+    prometheus::Counter* occurrences_fired;
+    prometheus::Counter* occurrences_misfired;
+    prometheus::Counter* occurrences_overlapped;
   };
 
   // Registers the families in `registry`, which must outlive this object.
@@ -60,6 +67,9 @@ class DeliveryMetrics {
   prometheus::Family<prometheus::Counter>& nacked_;
   prometheus::Family<prometheus::Counter>& redelivered_;
   prometheus::Family<prometheus::Counter>& dead_lettered_;
+  prometheus::Family<prometheus::Counter>& occurrences_fired_;
+  prometheus::Family<prometheus::Counter>& occurrences_misfired_;
+  prometheus::Family<prometheus::Counter>& occurrences_overlapped_;
   prometheus::Histogram& lateness_;
 
   absl::Mutex mu_;

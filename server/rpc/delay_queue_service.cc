@@ -33,6 +33,8 @@ DelayQueueService::DelayQueueService(JobService* jobs, RpcMetrics* metrics,
   RegisterUnary(12, "GetStats", &JobService::GetStats, Pool::kReads);
   RegisterUnary(13, "PreviewSchedule", &JobService::PreviewSchedule,
                 Pool::kReads);
+  RegisterUnary(14, "PauseJob", &JobService::PauseJob, Pool::kWrites);
+  RegisterUnary(15, "ResumeJob", &JobService::ResumeJob, Pool::kWrites);
 }
 
 grpc::ServerWriteReactor<v1::SubscribeResponse>* DelayQueueService::Subscribe(

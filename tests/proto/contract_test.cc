@@ -104,7 +104,7 @@ TEST(ContractTest, EveryEnumHasItsPrefixedValues) {
       {"JobState",
        {"JOB_STATE_UNSPECIFIED", "JOB_STATE_SCHEDULED", "JOB_STATE_READY",
         "JOB_STATE_IN_FLIGHT", "JOB_STATE_DEAD", "JOB_STATE_DONE",
-        "JOB_STATE_CANCELED"}},
+        "JOB_STATE_CANCELED", "JOB_STATE_PAUSED"}},
       {"IfExists",
        {"IF_EXISTS_UNSPECIFIED", "IF_EXISTS_FAIL", "IF_EXISTS_KEEP",
         "IF_EXISTS_REPLACE"}},

@@ -209,7 +209,7 @@ TYPED_TEST(JobStoreTest, DueIndexOrdersAcrossYearsAndWithinAMillisecond) {
     std::vector<std::pair<int64_t, std::string>> out;
     EXPECT_OK(this->store().ScanDueFrom(
         ms, topic, id, to,
-        [&](int64_t due, std::string_view t, std::string_view i) {
+        [&](int64_t due, std::string_view t, std::string_view i, uint32_t) {
           out.emplace_back(due, std::string(t) + "/" + std::string(i));
           return true;
         }));
@@ -363,6 +363,35 @@ TYPED_TEST(JobStoreTest, AnAttemptMarkSitsOnTheDueEntryUntilTheRecordChanges) {
   this->harness_.Reopen();
   EXPECT_THAT(this->Marks(),
               ElementsAre(Pair("t/a", 0u), Pair("t/b", 0u), Pair("t/d", 0u)));
+  ExpectDueIndexConsistent(Dump(this->store()));
+}
+
+TYPED_TEST(JobStoreTest, ARecurringJobsDueEntryIsMarkedByEveryPutOfIt) {
+  JobRecord parent = MakeRecord("t", "cron", 10);
+  parent.mutable_job()->mutable_recurring()->set_occurrences_fired(3);
+  this->Put(parent, std::nullopt);
+  this->Put(MakeRecord("t", "once", 10), std::nullopt);
+  EXPECT_THAT(this->Marks(),
+              ElementsAre(Pair("t/cron", kRecurringMark), Pair("t/once", 0u)));
+  // ScanDueFrom, the fire path's read under locks, says so too.
+  std::vector<uint32_t> from;
+  ASSERT_OK(this->store().ScanDueFrom(
+      10, "t", "cron", 11,
+      [&](int64_t, std::string_view, std::string_view, uint32_t mark) {
+        from.push_back(mark);
+        return true;
+      }));
+  EXPECT_THAT(from, ElementsAre(kRecurringMark, 0u));
+  // Moved, it stays marked; made one-shot (REPLACE), it loses the mark.
+  JobRecord moved = parent;
+  moved.mutable_job()->mutable_fire_at()->set_seconds(1);
+  this->Put(moved, 10);
+  this->harness_.Reopen();
+  EXPECT_THAT(this->Marks(),
+              ElementsAre(Pair("t/cron", kRecurringMark), Pair("t/once", 0u)));
+  this->Put(MakeRecord("t", "cron", 1000), 1010);  // 1 s + 10 ms
+  EXPECT_THAT(this->Marks(),
+              ElementsAre(Pair("t/cron", 0u), Pair("t/once", 0u)));
   ExpectDueIndexConsistent(Dump(this->store()));
 }
 
