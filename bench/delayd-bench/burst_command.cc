@@ -5,7 +5,9 @@
 // next whole second + lead; lateness = receive wall clock - due, recorded
 // by each subscriber's reader; acks go in batches from another thread.
 // `herd` puts every job at the same instant W (window 1 ms) and defaults to
-// a million jobs.
+// a million jobs. `--recurring-interval-ms N` makes each job recurring
+// (every N ms from its due time), so what falls due is each one's first
+// occurrence: the lateness of occurrences against that of one-shot jobs.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -34,13 +36,15 @@ int BurstCommand(Args& args, bool herd) {
   const int64_t window_ms = args.Int("window-ms", herd ? 1 : 2000);
   const double max_wait_s = args.Double("max-wait-seconds", 120);
   const int64_t background = args.Int("background", 0);
+  const int64_t recurring_interval_ms = args.Int("recurring-interval-ms", 0);
   const int background_batch =
       static_cast<int>(args.Int("background-batch", 1000));
   args.CheckAllUsed();
   if (jobs < 1 || producers < 1 || producers > 9 || batch < 1 || batch > 1000 ||
       subscribers < 1 || max_in_flight < 1 || max_batch < 0 ||
       max_batch > 10000 || lead_ms < 0 || window_ms < 1 || background < 0 ||
-      background_batch < 1 || background_batch > 1000) {
+      background_batch < 1 || background_batch > 1000 ||
+      (recurring_interval_ms != 0 && recurring_interval_ms < 1000)) {
     std::fprintf(stderr, "delayd-bench burst: option out of range\n");
     return 2;
   }
@@ -69,6 +73,7 @@ int BurstCommand(Args& args, bool herd) {
   spec.conns = producers;
   spec.batch = batch;
   spec.window_ms = window_ms;
+  spec.recurring_interval_ms = recurring_interval_ms;
   spec.channel_tag = 400;
   Tally tally(jobs, 0, FirstIndexes(jobs, producers));
   std::vector<std::unique_ptr<Subscriber>> subs;
@@ -136,6 +141,9 @@ int BurstCommand(Args& args, bool herd) {
   j.Str("bench", herd ? "herd" : "burst");
   j.Str("peer", "delayd");
   j.Num("jobs", static_cast<double>(jobs));
+  if (recurring_interval_ms > 0) {
+    j.Num("recurring_interval_ms", static_cast<double>(recurring_interval_ms));
+  }
   j.Num("background", static_cast<double>(bg.done));
   if (background > 0) {
     j.Num("background_secs", bg.secs);

@@ -53,9 +53,20 @@ void SetDue(const LoadSpec& spec, Rng& rng, int64_t now_ms, v1::JobSpec* job) {
               rng.Next() %
               static_cast<uint64_t>(spec.max_delay_ms - spec.min_delay_ms + 1));
   }
-  job->mutable_fire_at()->set_seconds(due / 1000);
-  job->mutable_fire_at()->set_nanos(static_cast<int32_t>(due % 1000) *
-                                    1'000'000);
+  google::protobuf::Timestamp at;
+  at.set_seconds(due / 1000);
+  at.set_nanos(static_cast<int32_t>(due % 1000) * 1'000'000);
+  if (spec.recurring_interval_ms > 0) {
+    v1::Recurrence& r = *job->mutable_recurrence();
+    r.mutable_every()->mutable_interval()->set_seconds(
+        spec.recurring_interval_ms / 1000);
+    r.mutable_every()->mutable_interval()->set_nanos(
+        static_cast<int32_t>(spec.recurring_interval_ms % 1000) * 1'000'000);
+    *r.mutable_every()->mutable_anchor() = at;
+    *r.mutable_start_at() = at;
+  } else {
+    *job->mutable_fire_at() = at;
+  }
   MakePayload(due, rng.Next(), job->mutable_payload());
 }
 

@@ -31,6 +31,10 @@ struct LoadSpec {
   int64_t max_delay_ms = 3'600'000;
   int64_t window_start_ms = 0;
   int64_t window_ms = 0;
+  // > 0: each job is recurring, every this many ms from its due time on
+  // (anchor and start_at the due time), so its first occurrence falls due
+  // then, as a child `<id>@<due ms>` with the same payload.
+  int64_t recurring_interval_ms = 0;
   uint64_t seed = 1000;  // thread t uses seed + t
   int channel_tag = 0;   // distinct tags give distinct connections
   int client_threads = 1;

@@ -5,6 +5,7 @@
 //
 //   delayd-bench load      --target H:P [--jobs 1000000] [--conns 8]
 //                          [--batch 1|100] [--max-seconds S] [--topic T]
+//                          [--recurring-interval-ms N] (recurring jobs)
 //   delayd-bench burst     --target H:P [--jobs 200000] [--subscribers 4]
 //                          [--background N] [--lead-ms 10000] [--window-ms
 //                          2000]
@@ -27,6 +28,7 @@ void Usage() {
       "  load      [--topic bench] [--jobs 1000000] [--conns 8] [--batch 1]\n"
       "            [--max-seconds 0] [--min-delay-ms 60000] "
       "[--max-delay-ms 3600000]\n"
+      "            [--recurring-interval-ms 0]\n"
       "  burst     [--topic burst] [--jobs 200000] [--producers 8] "
       "[--batch 1]\n"
       "            [--subscribers 4] [--max-in-flight 1000] [--max-batch 0]\n"
@@ -34,7 +36,7 @@ void Usage() {
       "\n"
       "            [--window-ms 2000] [--max-wait-seconds 120] "
       "[--background 0]\n"
-      "            [--background-batch 1000]\n"
+      "            [--background-batch 1000] [--recurring-interval-ms 0]\n"
       "  herd      as burst, defaults --jobs 1000000 --batch 1000 --lead-ms "
       "30000 --window-ms 1\n"
       "  waitready --expect N [--topic ''] [--timeout 300]\n");

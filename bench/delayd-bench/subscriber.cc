@@ -67,8 +67,10 @@ void Subscriber::Read() {
           job.fire_at().seconds() * 1e3 + job.fire_at().nanos() / 1e6;
       if (now < fire_at_ms) tally_->early.fetch_add(1);
       const int64_t due = PayloadDueMs(job.payload());
-      const int64_t index =
-          JobIndex(job.id(), tally_->id_prefix_len, tally_->offsets);
+      // An occurrence of a recurring job counts as the job it came from.
+      const int64_t index = JobIndex(
+          job.has_occurrence_of() ? job.occurrence_of().id() : job.id(),
+          tally_->id_prefix_len, tally_->offsets);
       if (due < 0 || index < 0 || index >= jobs) {
         tally_->foreign.fetch_add(1);
       } else if (tally_->seen[index].exchange(1) != 0) {
