@@ -113,6 +113,8 @@ class Client:
         "Ack": ("AckRequest", "AckResponse"),
         "PreviewSchedule": ("PreviewScheduleRequest",
                             "PreviewScheduleResponse"),
+        "PauseJob": ("PauseJobRequest", "PauseJobResponse"),
+        "ResumeJob": ("ResumeJobRequest", "ResumeJobResponse"),
     }
 
     def __init__(self, channel, pb):
@@ -375,6 +377,56 @@ class Checks:
         assert [r.code for r in reply.results] == [0] * 20, reply
         topic = self.stats("py.deliver")
         assert topic.in_flight == 0 and topic.scheduled == 0, topic
+
+    def check_recurring_job_delivers_its_occurrences(self):
+        pb = self.pb
+        stream = self.c.Subscribe(pb.SubscribeRequest(
+            topic="py.cron", consumer="python", max_in_flight=10))
+        deadline = time.monotonic() + RPC_TIMEOUT
+        while self.stats("py.cron").subscribers != 1:
+            assert time.monotonic() < deadline, "not subscribed in time"
+            time.sleep(0.01)
+        recurrence = pb.Recurrence(cron=pb.CronSchedule(
+            expression="* * * * * ?", time_zone="America/New_York"))
+        reply = self.schedule(pb.JobSpec(topic="py.cron", id="tick",
+                                         payload=b"t", recurrence=recurrence))
+        job = reply.job
+        assert job.state == pb.JOB_STATE_SCHEDULED, job
+        assert job.recurring.recurrence.cron.expression == "* * * * * ?"
+        assert job.recurring.recurrence.HasField("start_at"), job
+        first = job.recurring.next_occurrence.seconds
+        assert job.fire_at.seconds == first, job
+        nominal = []
+        for message in stream:
+            for d in message.deliveries:
+                of = d.job.occurrence_of
+                assert of.id == "tick", d.job
+                ms = of.nominal_time.seconds * 1000 + \
+                    of.nominal_time.nanos // 1000000
+                assert d.job.id == "tick@%d" % ms, d.job.id
+                assert d.job.payload == b"t"
+                assert time.time() * 1000 >= ms, "early"
+                nominal.append(of.nominal_time.seconds)
+                self.c.Ack(pb.AckRequest(ack_tokens=[d.ack_token]))
+            if len(nominal) >= 3:
+                break
+        stream.cancel()
+        # Each second once, from the first occurrence on.
+        assert nominal == [first, first + 1, first + 2], (first, nominal)
+        key = self.key("py.cron", "tick")
+        paused = self.c.PauseJob(pb.PauseJobRequest(key=key)).job
+        assert paused.state == pb.JOB_STATE_PAUSED, paused
+        assert paused.recurring.occurrences_fired >= 3, paused
+        resumed = self.c.ResumeJob(pb.ResumeJobRequest(key=key)).job
+        assert resumed.state == pb.JOB_STATE_SCHEDULED, resumed
+        canceled = self.c.Cancel(pb.CancelRequest(key=key))
+        assert canceled.outcome == pb.CANCEL_OUTCOME_CANCELED, canceled
+        self.refused(self.c.PauseJob, pb.PauseJobRequest(key=key),
+                     grpc.StatusCode.NOT_FOUND, "tick")
+        self.refused(self.c.Schedule, pb.ScheduleRequest(job=pb.JobSpec(
+            topic="py.cron", id="bad", recurrence=pb.Recurrence(
+                cron=pb.CronSchedule(expression="0 0 25 * * ?")))),
+            grpc.StatusCode.INVALID_ARGUMENT, "job.recurrence.cron.expression")
 
     def check_preview_schedule(self):
         pb = self.pb
