@@ -19,7 +19,10 @@ absl::StatusOr<v1::CancelByPrefixResponse> JobWriter::CancelByPrefix(
     const v1::CancelByPrefixRequest& req) {
   absl::StatusOr<uint64_t> canceled = ChangeByPrefix(
       req.topic(), req.id_prefix(),
-      [](v1::JobState state) { return IsLive(state); },
+      // A paused recurring job is a schedule waiting too.
+      [](v1::JobState state) {
+        return IsLive(state) || state == v1::JOB_STATE_PAUSED;
+      },
       [this](const JobRecord& stored, int64_t now_ms) {
         v1::CancelResponse ignored;
         return DecideCancel(stored, now_ms, ignored);

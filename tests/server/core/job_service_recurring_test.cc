@@ -283,6 +283,23 @@ TEST_F(RecurringTest, CancelStopsTheScheduleAndLeavesItsOccurrences) {
   EXPECT_FALSE(Stored("t", "c").has_value());
 }
 
+TEST_F(RecurringTest, CancelByPrefixTakesAPausedJobAndItsOccurrences) {
+  service().Start();
+  ASSERT_OK(service().Schedule(EveryReq("c", 1000)));
+  FireAt("c", kStartMs + 1000, kStartMs + 2000);
+  v1::PauseJobRequest pause;
+  *pause.mutable_key() = Key("t", "c");
+  ASSERT_OK(service().PauseJob(pause));
+  v1::CancelByPrefixRequest all;
+  all.set_topic("t");
+  all.set_id_prefix("c");
+  ASSERT_OK_AND_ASSIGN(v1::CancelByPrefixResponse r,
+                       service().CancelByPrefix(all));
+  EXPECT_EQ(r.canceled(), 2u);  // the paused parent and its child
+  EXPECT_FALSE(Stored("t", "c").has_value());
+  EXPECT_THAT(Children(), ::testing::IsEmpty());
+}
+
 TEST_F(RecurringTest, RescheduleGivesANewRecurrenceAndKeepsTheCounts) {
   service().Start();
   ASSERT_OK(service().Schedule(EveryReq("r", 1000, v1::OVERLAP_POLICY_ALLOW)));
