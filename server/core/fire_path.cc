@@ -151,11 +151,7 @@ void FirePath::FireMillisecond(int64_t ms,
           return true;
         });
     if (!scan.ok()) return scan;
-    if (!parents.empty()) {
-      if (absl::Status s = d_.occurrences->Fire(ms, parents); !s.ok()) {
-        return s;
-      }
-    }
+    if (!parents.empty()) d_.occurrences->Enqueue(ms, std::move(parents));
     absl::flat_hash_map<std::string, int64_t> readied;
     for (const JobKey& key : due) {
       if (d_.ledger->Due(key.topic, key.id)) ++readied[key.topic];

@@ -10,8 +10,8 @@
 //     at the fired millisecond says which jobs are really due (not
 //     canceled, not moved). Those join their topic's ready queue through the
 //     JobLedger, and the Deliverer is kicked. Recurring jobs (their entries
-//     marked kRecurringMark) go instead to the OccurrenceMaker, which makes
-//     their occurrences into jobs.
+//     marked kRecurringMark) are queued instead to the OccurrenceMaker,
+//     whose workers make their occurrences into jobs.
 // A herd (many jobs due at one millisecond) is readied in chunks of kChunk:
 // a scan of the due index at that millisecond, without locks, finds the
 // fired jobs in key order; each chunk's keys are then locked, its range of

@@ -41,8 +41,8 @@ JobService::JobService(storage::JobStore* store, timer::Clock* clock,
       deliverer_(Deliverer::Deps{store_, clock_, &limits_, &locks_, &ledger_,
                                  &scheduler_, &retention_}),
       horizon_(store_, clock_, &timers_, &scheduler_),
-      occurrences_(OccurrenceMaker::Deps{store_, clock_, &ledger_, &deliverer_,
-                                         &retention_}),
+      occurrences_(OccurrenceMaker::Deps{store_, clock_, &locks_, &ledger_,
+                                         &deliverer_, &retention_}),
       fire_(FirePath::Deps{store_, clock_, &locks_, &ledger_, &scheduler_,
                            &deliverer_, &horizon_, &occurrences_}),
       writer_(JobWriter::Deps{store_, clock_, &limits_, &locks_, &ledger_,
@@ -181,6 +181,7 @@ absl::StatusOr<int64_t> JobService::RecomputeRecurring(
 
 void JobService::Start() {
   scheduler_.Start();
+  occurrences_.Start();
   fire_.Start();
   deliverer_.Start();
   horizon_.Start();
@@ -227,6 +228,7 @@ void JobService::Stop() {
   if (terminal_scan_waiter_ != nullptr) terminal_scan_waiter_->Wake();
   scheduler_.Stop();
   fire_.Stop();
+  occurrences_.Stop();
   horizon_.Stop();
   if (terminal_scan_thread_.joinable()) terminal_scan_thread_.join();
   sweeper_.Stop();

@@ -168,7 +168,9 @@ class JobService {
   const Retention& retention() const { return retention_; }
   // True when the fire and delivery threads have nothing queued and are not
   // working (the timer thread may still hold due timers).
-  bool IdleForTesting() { return fire_.Idle() && deliverer_.IdleForTesting(); }
+  bool IdleForTesting() {
+    return fire_.Idle() && occurrences_.Idle() && deliverer_.IdleForTesting();
+  }
   const TopicTable& topics() const { return topics_; }
   size_t timers_pending() const { return scheduler_.size(); }
 

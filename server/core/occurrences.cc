@@ -135,6 +135,76 @@ std::optional<JobRecord> RecomputeNextOccurrence(const JobRecord& parent) {
   return moved;
 }
 
+void OccurrenceMaker::Start() {
+  for (int i = 0; i < kThreads; ++i) {
+    threads_.emplace_back(&OccurrenceMaker::Work, this);
+  }
+}
+
+void OccurrenceMaker::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+void OccurrenceMaker::Enqueue(int64_t ms, std::vector<JobKey> parents) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back({ms, std::move(parents)});
+}
+
+bool OccurrenceMaker::Idle() {
+  absl::MutexLock lock(&mu_);
+  return queue_.empty() && busy_ == 0;
+}
+
+void OccurrenceMaker::Work() {
+  while (true) {
+    Batch batch;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](OccurrenceMaker* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(m->mu_) {
+            return m->stop_ || !m->queue_.empty();
+          },
+          this));
+      if (stop_) return;
+      batch = std::move(queue_.front());
+      queue_.pop_front();
+      ++busy_;
+    }
+    std::vector<uint64_t> hashes;
+    hashes.reserve(batch.parents.size());
+    for (const JobKey& key : batch.parents) {
+      hashes.push_back(KeyHash(key.topic, key.id));
+    }
+    while (true) {
+      absl::Status s;
+      {
+        KeyLocks::Guard guard(*d_.locks, hashes);
+        s = Fire(batch.ms, batch.parents);
+      }
+      if (s.ok()) break;
+      DELAYD_LOG_ERROR("recurring jobs due at %d: %s; trying again in %d ms",
+                       batch.ms, s.ToString(), kRetryMs);
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(
+              absl::Condition(
+                  +[](OccurrenceMaker* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                       m->mu_) { return m->stop_; },
+                  this),
+              absl::Milliseconds(kRetryMs))) {
+        --busy_;
+        return;
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    --busy_;
+  }
+}
+
 absl::Status OccurrenceMaker::Fire(int64_t ms,
                                    std::span<const JobKey> parents) {
   const int64_t now_ms = d_.clock->NowMs();

@@ -3,8 +3,13 @@
 // A recurring job is a parent record: JobSpec.recurrence made effective
 // (defaults filled in) in job.recurring, its due entry marked
 // kRecurringMark, its fire_at the next time it is handled. It is never
-// delivered. When its due timer fires, the fire path hands it, under its
-// key lock, to OccurrenceMaker::Fire, which in one store write:
+// delivered. When its due timer fires, the fire path (which found the mark
+// under the key's lock) queues it to the OccurrenceMaker and goes on with
+// the one-shot jobs of the millisecond: a herd of recurring jobs neither
+// holds back the one-shot jobs due with it nor runs on the fire thread
+// alone. One of kThreads workers then takes the parents' locks, checks
+// each is still due then and recurring (it may have been changed since),
+// and in one store write:
 //   * makes the occurrences the planner (recurring/planner.h) says are due
 //     into one-shot children `<id>@<nominal unix ms>` (payload, retry and
 //     labels of the parent; due at the nominal time plus the jitter;
@@ -24,20 +29,28 @@
 // A child key held by a live job of another origin is not overwritten: that
 // occurrence counts as overlapped.
 //
+// A failed read or write is tried again kRetryMs later, the same parents at
+// the same millisecond, until it succeeds or Stop.
+//
 // Thread-safe.
 #ifndef DELAYD_SERVER_CORE_OCCURRENCES_H_
 #define DELAYD_SERVER_CORE_OCCURRENCES_H_
 
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "delayd/v1/delayd.pb.h"
 #include "server/delivery/deliverer.h"
 #include "server/jobs/job_key.h"
 #include "server/jobs/job_ledger.h"
+#include "server/jobs/key_locks.h"
 #include "server/jobs/limits.h"
 #include "server/jobs/retention.h"
 #include "server/timer/clock.h"
@@ -87,22 +100,49 @@ class OccurrenceMaker {
   struct Deps {
     storage::JobStore* store;
     timer::Clock* clock;
+    KeyLocks* locks;
     JobLedger* ledger;
     Deliverer* deliverer;
     const Retention* retention;
   };
 
+  static constexpr int kThreads = 2;
+  static constexpr int64_t kRetryMs = 100;
+
   explicit OccurrenceMaker(const Deps& deps) : d_(deps) {}
   OccurrenceMaker(const OccurrenceMaker&) = delete;
   OccurrenceMaker& operator=(const OccurrenceMaker&) = delete;
+  ~OccurrenceMaker() { Stop(); }
 
-  // Handles the recurring jobs `parents`, whose due entries at `ms` were
-  // read, marked kRecurringMark, under their key locks, which the caller
+  // Starts / stops the workers; batches still queued at Stop are dropped
+  // (their parents stay due, and fire again after a restart). Idempotent.
+  void Start();
+  void Stop();
+
+  // Queues the recurring jobs `parents`, whose due entries at `ms` were
+  // found marked kRecurringMark. Never blocks on I/O.
+  void Enqueue(int64_t ms, std::vector<JobKey> parents);
+
+  // True when nothing is queued and no worker is busy.
+  bool Idle();
+
+  // Handles `parents` due at `ms` under their key locks, which the caller
   // holds. One store write for all; on an error nothing changed.
   absl::Status Fire(int64_t ms, std::span<const JobKey> parents);
 
  private:
+  struct Batch {
+    int64_t ms;
+    std::vector<JobKey> parents;
+  };
+  void Work();
+
   const Deps d_;
+  absl::Mutex mu_;
+  std::deque<Batch> queue_ ABSL_GUARDED_BY(mu_);
+  int busy_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace delayd::server
