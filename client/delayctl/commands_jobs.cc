@@ -1,14 +1,17 @@
-// The job commands of delayctl: schedule, get, list, cancel, cancel-prefix,
-// reschedule.
+// The job commands of delayctl: schedule, preview, get, list, cancel,
+// cancel-prefix, reschedule, pause, resume.
 #include <algorithm>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/delayctl/format.h"
 #include "client/delayctl/job_text.h"
+#include "client/delayctl/recurrence_flags.h"
 #include "client/delayctl/session.h"
 #include "delayd/proto_time.h"
 
@@ -87,16 +90,50 @@ absl::Status SetWhen(const std::string& text, Request* request) {
   return absl::OkStatus();
 }
 
+// The usage error of a recurrence flag given with WHEN: a recurring job's
+// recurrence says when.
+Exit RecurringWithWhen(const std::string& command, const Args& a,
+                       const std::string& when, absl::string_view hint) {
+  return Exit::Usage(absl::StrCat(command, ": ", RecurringFlag(a),
+                                  " and WHEN ('", when,
+                                  "') exclude each other: a recurring job's "
+                                  "recurrence says when",
+                                  hint));
+}
+
 Exit Schedule(Session& s, const Args& a) {
   const std::vector<std::string>& pos = a.positional();
   v1::ScheduleRequest request;
   v1::JobSpec* job = request.mutable_job();
   job->set_topic(pos[0]);
   job->set_id(a.Get("id", ""));
-  if (absl::Status st = SetWhen(pos[1], job); !st.ok()) {
+  absl::StatusOr<std::optional<v1::Recurrence>> recurrence =
+      OptionalRecurrence(a, absl::Now());
+  if (!recurrence.ok()) {
+    return Exit::Usage(std::string(recurrence.status().message()));
+  }
+  // One-shot: TOPIC WHEN [PAYLOAD | -]; recurring: TOPIC [PAYLOAD | -].
+  size_t payload_at = 2;
+  if (recurrence->has_value()) {
+    payload_at = 1;
+    if (pos.size() == 3) return RecurringWithWhen("schedule", a, pos[1], "");
+    // A lone argument that reads as a time was most likely meant as WHEN:
+    // refused rather than sent as the payload.
+    if (pos.size() == 2 && pos[1] != "-" && ParseWhen(pos[1], "WHEN").ok()) {
+      return RecurringWithWhen(
+          "schedule", a, pos[1],
+          " (a payload that reads as a time goes by - or --payload-file)");
+    }
+    *job->mutable_recurrence() = **std::move(recurrence);
+  } else if (pos.size() < 2) {
+    return Exit::Usage(
+        "schedule: expected TOPIC WHEN [PAYLOAD | -], or --cron or --every "
+        "for a recurring job (see delayctl schedule --help)");
+  } else if (absl::Status st = SetWhen(pos[1], job); !st.ok()) {
     return Exit::Usage(std::string(st.message()));
   }
-  if (pos.size() == 3 && a.Has("payload-file")) {
+  const bool payload_arg = pos.size() > payload_at;
+  if (payload_arg && a.Has("payload-file")) {
     return Exit::Usage(
         "schedule: give the payload as an argument or with --payload-file, "
         "not both");
@@ -109,12 +146,12 @@ Exit Schedule(Session& s, const Args& a) {
     absl::StatusOr<std::string> data = ReadAll(file, path);
     if (!data.ok()) return Exit::Usage(std::string(data.status().message()));
     job->set_payload(*std::move(data));
-  } else if (pos.size() == 3 && pos[2] == "-") {
+  } else if (payload_arg && pos[payload_at] == "-") {
     absl::StatusOr<std::string> data = ReadAll(s.in(), "stdin");
     if (!data.ok()) return Exit::Usage(std::string(data.status().message()));
     job->set_payload(*std::move(data));
-  } else if (pos.size() == 3) {
-    job->set_payload(pos[2]);
+  } else if (payload_arg) {
+    job->set_payload(pos[payload_at]);
   }
   const std::string if_exists = a.Get("if-exists", "fail");
   if (if_exists == "fail") {
@@ -148,53 +185,9 @@ Exit Schedule(Session& s, const Args& a) {
       });
 }
 
-// A Recurrence from --cron / --every and their flags; a usage error names
-// the flag.
-absl::StatusOr<v1::Recurrence> RecurrenceFlags(const Args& a, absl::Time now) {
-  v1::Recurrence r;
-  if (a.Has("cron") == a.Has("every")) {
-    return absl::InvalidArgumentError("give one of --cron EXPR, --every D");
-  }
-  if (a.Has("cron")) {
-    v1::CronSchedule& cron = *r.mutable_cron();
-    cron.set_expression(a.Get("cron", ""));
-    cron.set_time_zone(a.Get("tz", ""));
-    const std::string dialect = a.Get("dialect", "quartz");
-    if (dialect == "quartz") {
-      cron.set_dialect(v1::CRON_DIALECT_QUARTZ);
-    } else if (dialect == "unix") {
-      cron.set_dialect(v1::CRON_DIALECT_UNIX);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--dialect: '", dialect, "' is not one of quartz, unix"));
-    }
-  } else {
-    absl::StatusOr<absl::Duration> every =
-        ParseDuration(a.Get("every", ""), "--every");
-    if (!every.ok()) return every.status();
-    *r.mutable_every()->mutable_interval() = ToProtoSaturated(*every);
-    if (a.Has("anchor")) {
-      absl::StatusOr<absl::Time> anchor =
-          ParseTimeOrDelay(a.Get("anchor", ""), "--anchor", now);
-      if (!anchor.ok()) return anchor.status();
-      *r.mutable_every()->mutable_anchor() = ToProtoSaturated(*anchor);
-    }
-  }
-  for (const auto& [flag, field] :
-       {std::pair{"start", &v1::Recurrence::mutable_start_at},
-        std::pair{"end", &v1::Recurrence::mutable_end_at}}) {
-    if (!a.Has(flag)) continue;
-    absl::StatusOr<absl::Time> t =
-        ParseTimeOrDelay(a.Get(flag, ""), absl::StrCat("--", flag), now);
-    if (!t.ok()) return t.status();
-    *(r.*field)() = ToProtoSaturated(*t);
-  }
-  return r;
-}
-
 Exit Preview(Session& s, const Args& a) {
   const absl::Time now = absl::Now();
-  absl::StatusOr<v1::Recurrence> recurrence = RecurrenceFlags(a, now);
+  absl::StatusOr<v1::Recurrence> recurrence = RecurrenceFromFlags(a, now);
   if (!recurrence.ok()) {
     return Exit::Usage(std::string(recurrence.status().message()));
   }
@@ -369,10 +362,23 @@ Exit CancelPrefix(Session& s, const Args& a) {
 }
 
 Exit Reschedule(Session& s, const Args& a) {
+  const std::vector<std::string>& pos = a.positional();
   v1::RescheduleRequest request;
-  request.mutable_key()->set_topic(a.positional()[0]);
-  request.mutable_key()->set_id(a.positional()[1]);
-  if (absl::Status st = SetWhen(a.positional()[2], &request); !st.ok()) {
+  request.mutable_key()->set_topic(pos[0]);
+  request.mutable_key()->set_id(pos[1]);
+  absl::StatusOr<std::optional<v1::Recurrence>> recurrence =
+      OptionalRecurrence(a, absl::Now());
+  if (!recurrence.ok()) {
+    return Exit::Usage(std::string(recurrence.status().message()));
+  }
+  if (recurrence->has_value()) {
+    if (pos.size() == 3) return RecurringWithWhen("reschedule", a, pos[2], "");
+    *request.mutable_recurrence() = **std::move(recurrence);
+  } else if (pos.size() < 3) {
+    return Exit::Usage(
+        "reschedule: expected TOPIC ID WHEN, or --cron or --every for a "
+        "recurring job (see delayctl reschedule --help)");
+  } else if (absl::Status st = SetWhen(pos[2], &request); !st.ok()) {
     return Exit::Usage(std::string(st.message()));
   }
   return s.CallAndShow(s.stub(), &Stub::Reschedule, request,
@@ -383,56 +389,92 @@ Exit Reschedule(Session& s, const Args& a) {
                        });
 }
 
+// pause and resume: the same call shape, printing the job as get does.
+template <typename Request, typename Response>
+Exit SetPaused(Session& s, const Args& a,
+               UnaryRpc<Stub, Request, Response> rpc) {
+  Request request;
+  request.mutable_key()->set_topic(a.positional()[0]);
+  request.mutable_key()->set_id(a.positional()[1]);
+  return s.CallAndShow(s.stub(), rpc, request, [&s](const Response& response) {
+    s.out() << JobDetail(response.job(), absl::Now());
+  });
+}
+
+Exit Pause(Session& s, const Args& a) {
+  return SetPaused(s, a, &Stub::PauseJob);
+}
+
+Exit Resume(Session& s, const Args& a) {
+  return SetPaused(s, a, &Stub::ResumeJob);
+}
+
+// `a` followed by each of `more`.
+std::vector<FlagSpec> Flags(std::vector<FlagSpec> a,
+                            std::initializer_list<std::vector<FlagSpec>> more) {
+  for (const std::vector<FlagSpec>& m : more) {
+    a.insert(a.end(), m.begin(), m.end());
+  }
+  return a;
+}
+
 }  // namespace
 
 std::vector<Command> JobCommands() {
   return {
-      {{"schedule",
-        "TOPIC WHEN [PAYLOAD | -]",
-        "Create a job: deliver PAYLOAD to TOPIC's subscribers at WHEN.",
+      {{"schedule", "TOPIC [WHEN] [PAYLOAD | -]",
+        "Create a job: deliver PAYLOAD to TOPIC at WHEN, or on a schedule.",
         "WHEN is a delay from now (30s, 1h30m, 2d, now) or an RFC 3339 time\n"
         "(2026-11-22T06:30:00Z). The payload is the argument, `-` for stdin,\n"
         "or --payload-file. Without --id the server makes a time-ordered id.\n"
         "Prints the job as stored; \"unchanged\" when it already existed\n"
-        "(--if-exists keep, or an identical retry).\n",
-        {{"id", "ID", "the job's id within its topic (default: server-made)"},
-         {"payload-file", "FILE", "read the payload from FILE"},
-         {"if-exists", "fail|keep|replace",
-          "when the id exists: refuse unless identical (default), keep it, "
-          "or replace it"},
-         {"label", "KEY=VALUE", "a label returned with the job", true},
-         {"max-attempts", "N", "deliveries before the job is DEAD (10)"},
-         {"lease", "DURATION", "ack timeout of a delivery (30s)"},
-         {"initial-backoff", "DURATION", "delay before the first retry (1s)"},
-         {"max-backoff", "DURATION", "upper bound of the retry delay (10m)"},
-         {"backoff-multiplier", "X", "growth of the retry delay (2)"}},
-        2,
-        3},
+        "(--if-exists keep, or an identical retry).\n"
+        "\n"
+        "With --cron or --every the job is recurring and takes no WHEN (try\n"
+        "the schedule first with preview). It is never delivered itself: each\n"
+        "occurrence becomes a job <id>@<unix ms> with its payload, retry\n"
+        "policy and labels. pause, resume and cancel act on the schedule.\n"
+        "Examples:\n"
+        "  delayctl schedule orders.close 30m '{\"order\":8812}'\n"
+        "  delayctl schedule reports.daily '{}' --cron '0 0 6 * * ?' \\\n"
+        "      --tz Europe/Berlin --id daily --misfire skip\n",
+        Flags(
+            {{"id", "ID",
+              "the job's id within its topic (default: server-made)"},
+             {"payload-file", "FILE", "read the payload from FILE"},
+             {"if-exists", "fail|keep|replace",
+              "when the id exists: refuse unless identical (default), keep it, "
+              "or replace it"},
+             {"label", "KEY=VALUE", "a label returned with the job", true},
+             {"max-attempts", "N", "deliveries before the job is DEAD (10)"},
+             {"lease", "DURATION", "ack timeout of a delivery (30s)"},
+             {"initial-backoff", "DURATION",
+              "delay before the first retry (1s)"},
+             {"max-backoff", "DURATION",
+              "upper bound of the retry delay (10m)"},
+             {"backoff-multiplier", "X", "growth of the retry delay (2)"}},
+            {ScheduleFlags(), PolicyFlags()}),
+        1, 3},
        Schedule},
-      {{"preview",
-        "",
+      {{"preview", "",
         "Show the next occurrences of a recurrence; nothing is stored.",
         "A cron schedule (--cron, with --dialect and --tz) or a fixed\n"
         "interval (--every, from --anchor). DST: a local time in a\n"
         "spring-forward gap fires once at the gap's end; one that occurs\n"
         "twice fires at its first occurrence. Example:\n"
         "  delayctl preview --cron '0 30 2 * * ?' --tz America/New_York\n",
-        {{"cron", "EXPR", "a cron expression"},
-         {"dialect", "quartz|unix", "the expression's dialect (quartz)"},
-         {"tz", "ZONE", "an IANA time zone, e.g. Europe/Berlin (UTC)"},
-         {"every", "DURATION", "a fixed interval instead, e.g. 5s, 1h"},
-         {"anchor", "TIME", "where --every counts from (--start or now)"},
-         {"start", "TIME", "no occurrence before TIME (or a delay)"},
-         {"end", "TIME", "no occurrence after TIME (or a delay)"},
-         {"after", "TIME", "occurrences after TIME (default: now)"},
-         {"count", "N", "how many, 1-1000 (10)"}},
-        0,
-        0},
+        Flags(ScheduleFlags(),
+              {{{"after", "TIME", "occurrences after TIME (default: now)"},
+                {"count", "N", "how many, 1-1000 (10)"}}}),
+        0, 0},
        Preview},
       {{"get",
         "TOPIC ID",
         "Show one job: state, due time, attempts, retry policy, payload.",
-        "",
+        "A recurring job shows its schedule and policies, the occurrences\n"
+        "fired and skipped, and its next, last and buffered occurrence; an\n"
+        "occurrence shows the job it came from. Example:\n"
+        "  delayctl get reports.daily daily\n",
         {{"raw-payload", "", "print only the payload's bytes"}},
         2,
         2},
@@ -444,7 +486,7 @@ std::vector<Command> JobCommands() {
         "its nextPageToken is non-empty when --limit cut the list short.\n",
         {{"prefix", "PREFIX", "only ids starting with PREFIX"},
          {"state", "STATE[,STATE]",
-          "only these states: scheduled, ready, in-flight, dead", true},
+          "only these states: scheduled, ready, in-flight, dead, paused", true},
          {"due-after", "TIME", "only jobs due at or after TIME (or a delay)"},
          {"due-before", "TIME", "only jobs due before TIME (or a delay)"},
          {"limit", "N", "list at most N jobs (default 100; 0: all)"},
@@ -465,19 +507,43 @@ std::vector<Command> JobCommands() {
       {{"cancel-prefix",
         "TOPIC PREFIX",
         "Cancel every live job of TOPIC whose id starts with PREFIX.",
-        "PREFIX \"\" cancels every job of the topic.\n",
+        "PREFIX \"\" cancels every job of the topic. PAUSED recurring jobs\n"
+        "are canceled too; a recurring job's occurrences have ids <id>@...\n",
         {},
         2,
         2},
        CancelPrefix},
-      {{"reschedule",
-        "TOPIC ID WHEN",
-        "Move a SCHEDULED or READY job's due time.",
-        "WHEN as for schedule.\n",
-        {},
-        3,
-        3},
+      {{"reschedule", "TOPIC ID [WHEN]",
+        "Move a SCHEDULED or READY job's due time, or change a recurrence.",
+        "WHEN as for schedule. A recurring job takes --cron or --every\n"
+        "instead: the new recurrence replaces the whole old one (flags not\n"
+        "given take their defaults) and its schedule starts again from now.\n"
+        "The occurrence counts stay; a PAUSED job stays paused. Examples:\n"
+        "  delayctl reschedule orders.close order-8812 2h\n"
+        "  delayctl reschedule reports.daily daily --every 12h\n",
+        Flags(ScheduleFlags(), {PolicyFlags()}), 2, 3},
        Reschedule},
+      {{"pause",
+        "TOPIC ID",
+        "Pause a recurring job: no occurrence fires until resume.",
+        "The occurrences already made are not touched. Pausing a PAUSED job\n"
+        "does nothing. Prints the job as get does. Example:\n"
+        "  delayctl pause reports.daily daily\n",
+        {},
+        2,
+        2},
+       Pause},
+      {{"resume",
+        "TOPIC ID",
+        "Resume a PAUSED recurring job.",
+        "The occurrences that fell due while it was paused are misfires,\n"
+        "handled by its --misfire policy. Resuming a job that is not paused\n"
+        "does nothing. Prints the job as get does. Example:\n"
+        "  delayctl resume reports.daily daily\n",
+        {},
+        2,
+        2},
+       Resume},
   };
 }
 

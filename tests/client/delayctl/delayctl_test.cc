@@ -24,11 +24,11 @@
 #include "delayd/proto_time.h"
 #include "delayd/v1/delayd.pb.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpc/health/v1/health.pb.h"
 #include "gtest/gtest.h"
 #include "tests/client/delayctl/cli_process.h"
+#include "tests/client/delayctl/delayctl_fixture.h"
 #include "tests/support/dropping_proxy.h"
 #include "tests/support/poll.h"
 #include "tests/support/server_process.h"
@@ -38,43 +38,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-template <typename Message>
-Message FromJson(const std::string& json) {
-  Message message;
-  auto status = google::protobuf::util::JsonStringToMessage(json, &message);
-  EXPECT_TRUE(status.ok()) << status.ToString() << " in: " << json;
-  return message;
-}
-
-// Exactly one line, starting "delayctl: ".
-void ExpectOneErrorLine(const CliResult& r) {
-  EXPECT_TRUE(absl::StartsWith(r.err, "delayctl: ")) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-}
-
-class DelayctlTest : public ::testing::Test {
+class DelayctlTest : public DelayctlServerTest {
  protected:
-  static void SetUpTestSuite() {
-    auto server = DelaydProcess::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-
-  // delayctl --server=<the test server> args...
-  static CliResult Ctl(std::vector<std::string> args,
-                       const std::string& stdin_data = "") {
-    args.insert(args.begin(), "--server=" + server_->grpc_address());
-    return RunCli(args, stdin_data);
-  }
-  static std::vector<std::string> WithServer(std::vector<std::string> args) {
-    args.insert(args.begin(), "--server=" + server_->grpc_address());
-    return args;
-  }
-
   // Polls `stats TOPIC --json` until the topic has `n` subscribers.
   static bool WaitSubscribers(const std::string& topic, uint32_t n) {
     return PollUntil(
@@ -86,11 +51,7 @@ class DelayctlTest : public ::testing::Test {
         },
         absl::Seconds(30), absl::Milliseconds(20));
   }
-
-  static DelaydProcess* server_;
 };
-
-DelaydProcess* DelayctlTest::server_ = nullptr;
 
 TEST_F(DelayctlTest, ScheduleAndGetRoundTripThroughJson) {
   const absl::Time before = absl::Now();
@@ -517,6 +478,7 @@ TEST(DelayctlUsageTest, BadCommandLinesExitTwoWithOneLine) {
         std::vector<std::string>{"--bogus", "stats"},
         std::vector<std::string>{"frobnicate"}, std::vector<std::string>{},
         std::vector<std::string>{"get", "only-topic"},
+        std::vector<std::string>{"schedule", "t"},
         std::vector<std::string>{"schedule", "t", "soonish"},
         std::vector<std::string>{"schedule", "t", "-5m"},
         std::vector<std::string>{"schedule", "t", "1m", "--if-exists", "x"},
@@ -538,9 +500,9 @@ TEST(DelayctlUsageTest, HelpEverywhere) {
   CliResult r = RunCli({"--help"});
   EXPECT_EQ(r.exit_code, 0);
   for (const char* command :
-       {"schedule", "get", "list", "cancel", "cancel-prefix", "reschedule",
-        "subscribe", "ack", "nack", "extend-lease", "redrive", "stats",
-        "health"}) {
+       {"schedule", "preview", "get", "list", "cancel", "cancel-prefix",
+        "reschedule", "pause", "resume", "subscribe", "ack", "nack",
+        "extend-lease", "redrive", "stats", "health"}) {
     EXPECT_THAT(r.out, HasSubstr(absl::StrCat("  ", command, " ")));
     CliResult c = RunCli({command, "--help"});
     EXPECT_EQ(c.exit_code, 0) << command;

@@ -111,6 +111,7 @@ TEST(JobTextTest, ParseStateTakesShortAndFullNames) {
   EXPECT_EQ(*ParseState("in-flight"), v1::JOB_STATE_IN_FLIGHT);
   EXPECT_EQ(*ParseState("DEAD"), v1::JOB_STATE_DEAD);
   EXPECT_EQ(*ParseState("JOB_STATE_READY"), v1::JOB_STATE_READY);
+  EXPECT_EQ(*ParseState("paused"), v1::JOB_STATE_PAUSED);
   EXPECT_FALSE(ParseState("unspecified").ok());
   EXPECT_FALSE(ParseState("gone").ok());
 }
