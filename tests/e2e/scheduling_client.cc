@@ -64,6 +64,22 @@ Reply<v1::GetStatsResponse> SchedulingClient::GetStats(
   return UnaryCall(*stub_, &Stub::GetStats, request);
 }
 
+Reply<v1::PauseJobResponse> SchedulingClient::PauseJob(const std::string& topic,
+                                                       const std::string& id) {
+  v1::PauseJobRequest request;
+  request.mutable_key()->set_topic(topic);
+  request.mutable_key()->set_id(id);
+  return UnaryCall(*stub_, &Stub::PauseJob, request);
+}
+
+Reply<v1::ResumeJobResponse> SchedulingClient::ResumeJob(
+    const std::string& topic, const std::string& id) {
+  v1::ResumeJobRequest request;
+  request.mutable_key()->set_topic(topic);
+  request.mutable_key()->set_id(id);
+  return UnaryCall(*stub_, &Stub::ResumeJob, request);
+}
+
 std::vector<v1::Job> SchedulingClient::ListAll(v1::ListJobsRequest query) {
   std::vector<v1::Job> jobs;
   query.clear_page_token();

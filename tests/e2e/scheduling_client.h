@@ -63,6 +63,10 @@ class SchedulingClient {
   Reply<v1::Job> GetJob(const std::string& topic, const std::string& id);
   Reply<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& request);
   Reply<v1::GetStatsResponse> GetStats(const std::string& topic);
+  Reply<v1::PauseJobResponse> PauseJob(const std::string& topic,
+                                       const std::string& id);
+  Reply<v1::ResumeJobResponse> ResumeJob(const std::string& topic,
+                                         const std::string& id);
 
   // Every page of `query` (its page_token is ignored), in order. Fails the
   // test (and returns what it got) when a page is refused.
