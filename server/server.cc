@@ -1,10 +1,14 @@
 #include "server/server.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpc/impl/codegen/grpc_types.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -92,9 +96,59 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   return server;
 }
 
+namespace {
+
+// The version of the system tzdata ("2025b"), from the first line of
+// tzdata.zi in $TZDIR or /usr/share/zoneinfo (where Abseil reads the
+// zones); "" when it cannot be told.
+std::string TzdataVersion() {
+  const char* dir = std::getenv("TZDIR");
+  std::ifstream in(
+      absl::StrCat(dir != nullptr && *dir != '\0' ? dir : "/usr/share/zoneinfo",
+                   "/tzdata.zi"));
+  std::string line;
+  if (!std::getline(in, line)) return "";
+  constexpr absl::string_view kPrefix = "# version ";
+  if (!absl::StartsWith(line, kPrefix) || line.size() == kPrefix.size()) {
+    return "";
+  }
+  return line.substr(kPrefix.size());
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  std::getline(in, text);
+  return text;
+}
+
+}  // namespace
+
 absl::StatusOr<JobService::RecoveryStats> Server::Recover() {
-  absl::StatusOr<JobService::RecoveryStats> stats = jobs_->Recover();
+  // Recurring jobs' next occurrences depend on the zone rules: they are
+  // computed again at start when the tzdata is not the one the last start
+  // saw (or cannot be told), which costs a read per recurring job.
+  const std::string stamp_path = config_.data_dir + "/TZDATA";
+  const std::string tzdata = TzdataVersion();
+  const bool tzdata_changed = tzdata.empty() || ReadFile(stamp_path) != tzdata;
+  absl::StatusOr<JobService::RecoveryStats> stats =
+      jobs_->Recover(tzdata_changed);
   if (!stats.ok()) return stats.status();
+  if (tzdata_changed && !tzdata.empty()) {
+    // Written once the recomputed occurrences are stored; a crash before
+    // the rename recomputes again at the next start.
+    const std::string tmp = stamp_path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << tzdata << "\n";
+    }
+    if (std::rename(tmp.c_str(), stamp_path.c_str()) != 0) {
+      DELAYD_LOG_ERROR(
+          "delayd: cannot write %s; the next start computes the "
+          "recurring jobs' occurrences again",
+          stamp_path);
+    }
+  }
   if (absl::Status s = store_->EnableAutoCompactions(); !s.ok()) {
     return s;
   }

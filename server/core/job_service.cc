@@ -52,7 +52,8 @@ JobService::JobService(storage::JobStore* store, timer::Clock* clock,
 
 JobService::~JobService() { Stop(); }
 
-absl::StatusOr<JobService::RecoveryStats> JobService::Recover() {
+absl::StatusOr<JobService::RecoveryStats> JobService::Recover(
+    bool recompute_recurring) {
   const absl::Time start = absl::Now();
   const int64_t now_ms = clock_->NowMs();
   // Jobs beyond the memory horizon are counted but get no timer.
@@ -92,10 +93,12 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover() {
   if (!scan.ok()) return scan;
   if (absl::Status s = RecoverInFlight(marked); !s.ok()) return s;
   stats.in_flight = static_cast<int64_t>(marked.size());
-  absl::StatusOr<int64_t> moved = RecomputeRecurring(parents, entries);
-  if (!moved.ok()) return moved.status();
   stats.recurring = static_cast<int64_t>(parents.size());
-  stats.recurring_moved = *moved;
+  if (recompute_recurring) {
+    absl::StatusOr<int64_t> moved = RecomputeRecurring(parents, entries);
+    if (!moved.ok()) return moved.status();
+    stats.recurring_moved = *moved;
+  }
   if (run > 0) topics_.AddLive(last_topic, run);
   timers_.ArmBatch(entries);
   stats.duration = absl::Now() - start;

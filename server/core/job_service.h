@@ -94,7 +94,10 @@ class JobService {
   // last process ended: its lease is gone) as IN_FLIGHT with the marked
   // attempts, so Dispatch delivers it again as the next attempt, or makes
   // it DEAD when none is left. Call once, before Start.
-  absl::StatusOr<RecoveryStats> Recover();
+  // recompute_recurring: compute every recurring job's next occurrence
+  // again (a read per recurring job): the caller knows the tzdata changed,
+  // or cannot tell.
+  absl::StatusOr<RecoveryStats> Recover(bool recompute_recurring = true);
   // Starts the timer, fire and delivery threads, the horizon loader and
   // the sweeper (when they have anything to do), and the background scan
   // that counts DEAD, DONE and CANCELED jobs.

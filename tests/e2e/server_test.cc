@@ -3,9 +3,11 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -64,6 +66,23 @@ TEST(ServerTest, HealthAnswersServing) {
   EXPECT_EQ(CheckHealth(*server, ""), HealthCheckResponse::SERVING);
   EXPECT_EQ(CheckHealth(*server, "delayd.v1.DelayQueue"),
             HealthCheckResponse::SERVING);
+}
+
+// Recurring jobs' occurrences follow the zone rules: a start stamps the
+// data dir with the tzdata version it computed them with, so that the next
+// start knows whether to compute them again (the unit tests in
+// job_service_recurring_test cover the recomputation itself).
+TEST(ServerTest, StartStampsTheTzdataVersionInTheDataDir) {
+  std::ifstream zi("/usr/share/zoneinfo/tzdata.zi");
+  std::string version;
+  ASSERT_TRUE(std::getline(zi, version)) << "tzdata is not installed";
+  absl::string_view v = version;
+  ASSERT_TRUE(absl::ConsumePrefix(&v, "# version ")) << version;
+  ASSERT_OK_AND_ASSIGN(auto server, DelaydProcess::Start());
+  std::ifstream stamp(server->data_dir() + "/TZDATA");
+  std::string stamped;
+  ASSERT_TRUE(std::getline(stamp, stamped));
+  EXPECT_EQ(stamped, v);
 }
 
 TEST(ServerTest, ReflectionListsTheServices) {

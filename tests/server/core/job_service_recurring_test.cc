@@ -375,6 +375,13 @@ TEST_F(RecurringTest, RecoverComputesTheNextOccurrenceAgain) {
   *stale.mutable_job()->mutable_fire_at() = TimestampMs(kStartMs + 3'600'000);
   const storage::Mutation m = storage::Mutation::Put(stale, stored_due);
   ASSERT_OK(memory_.Apply({&m, 1}, storage::Durability::kSync));
+  // Told the tzdata is the one of the last start, Recover reads no parent.
+  Restart();
+  ASSERT_OK_AND_ASSIGN(JobService::RecoveryStats kept,
+                       service().Recover(/*recompute_recurring=*/false));
+  EXPECT_EQ(kept.recurring, 1);
+  EXPECT_EQ(kept.recurring_moved, 0);
+  EXPECT_EQ(Ms(Stored("t", "tz")->job().fire_at()), kStartMs + 3'600'000);
   Restart();
   ASSERT_OK_AND_ASSIGN(JobService::RecoveryStats stats, service().Recover());
   EXPECT_EQ(stats.recurring, 1);
