@@ -105,81 +105,87 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover(
   return stats;
 }
 
-absl::Status JobService::RecoverInFlight(const std::vector<Marked>& marked) {
+absl::StatusOr<int64_t> JobService::RewriteChunked(
+    size_t n, absl::FunctionRef<storage::JobKeyView(size_t)> key,
+    absl::FunctionRef<std::optional<storage::Mutation>(size_t,
+                                                       storage::JobRecord&)>
+        rewrite) {
   constexpr size_t kChunk = 1024;
-  for (size_t begin = 0; begin < marked.size(); begin += kChunk) {
-    const size_t end = std::min(marked.size(), begin + kChunk);
+  int64_t written = 0;
+  for (size_t begin = 0; begin < n; begin += kChunk) {
+    const size_t end = std::min(n, begin + kChunk);
     std::vector<storage::JobKeyView> keys;
-    for (size_t i = begin; i < end; ++i) {
-      keys.push_back({marked[i].topic, marked[i].id});
-    }
+    for (size_t i = begin; i < end; ++i) keys.push_back(key(i));
     absl::StatusOr<std::vector<std::optional<storage::JobRecord>>> stored =
         store_->MultiGet(keys);
     if (!stored.ok()) return stored.status();
     std::vector<storage::Mutation> mutations;
     for (size_t i = begin; i < end; ++i) {
       std::optional<storage::JobRecord>& record = (*stored)[i - begin];
-      // The index and its records agree (JobStore's invariant); a record
-      // that does not is left to the fire path, which skips it.
-      if (!record.has_value() ||
-          storage::DueIndexEntryOf(*record) != marked[i].due_ms) {
-        continue;
-      }
-      v1::Job& job = *record->mutable_job();
-      job.set_state(v1::JOB_STATE_IN_FLIGHT);
-      job.set_attempts(std::max(job.attempts(), marked[i].attempt));
-      mutations.push_back(
-          storage::Mutation::Put(*std::move(record), marked[i].due_ms));
+      if (!record.has_value()) continue;
+      std::optional<storage::Mutation> m = rewrite(i, *record);
+      if (m.has_value()) mutations.push_back(*std::move(m));
     }
-    // Synced: the marks are cleared by this write, so it must not be lost
-    // while later writes stand.
     if (absl::Status s = store_->Apply(mutations, storage::Durability::kSync);
         !s.ok()) {
       return s;
     }
+    written += static_cast<int64_t>(mutations.size());
   }
-  return absl::OkStatus();
+  return written;
+}
+
+absl::Status JobService::RecoverInFlight(const std::vector<Marked>& marked) {
+  // Synced: the marks are cleared by this write, so it must not be lost
+  // while later writes stand.
+  return RewriteChunked(
+             marked.size(),
+             [&](size_t i) -> storage::JobKeyView {
+               return {marked[i].topic, marked[i].id};
+             },
+             [&](size_t i, storage::JobRecord& record)
+                 -> std::optional<storage::Mutation> {
+               // The index and its records agree (JobStore's invariant); a
+               // record that does not is left to the fire path, which skips
+               // it.
+               if (storage::DueIndexEntryOf(record) != marked[i].due_ms) {
+                 return std::nullopt;
+               }
+               v1::Job& job = *record.mutable_job();
+               job.set_state(v1::JOB_STATE_IN_FLIGHT);
+               job.set_attempts(std::max(job.attempts(), marked[i].attempt));
+               return storage::Mutation::Put(std::move(record),
+                                             marked[i].due_ms);
+             })
+      .status();
 }
 
 absl::StatusOr<int64_t> JobService::RecomputeRecurring(
     const std::vector<JobKey>& parents,
     std::vector<JobTimers::Entry>& entries) {
-  constexpr size_t kChunk = 1024;
-  int64_t moved = 0;
-  for (size_t begin = 0; begin < parents.size(); begin += kChunk) {
-    const size_t end = std::min(parents.size(), begin + kChunk);
-    std::vector<storage::JobKeyView> keys;
-    for (size_t i = begin; i < end; ++i) {
-      keys.push_back({parents[i].topic, parents[i].id});
-    }
-    absl::StatusOr<std::vector<std::optional<storage::JobRecord>>> stored =
-        store_->MultiGet(keys);
-    if (!stored.ok()) return stored.status();
-    std::vector<storage::Mutation> mutations;
-    for (const std::optional<storage::JobRecord>& record : *stored) {
-      if (!record.has_value()) continue;
-      std::optional<storage::JobRecord> next = RecomputeNextOccurrence(*record);
-      if (!next.has_value()) continue;
-      const int64_t due = *storage::DueIndexEntryOf(*next);
-      const v1::Job& job = next->job();
-      DELAYD_LOG_INFO(
-          "recurring job (%s, %s): next occurrence moved from %d to %d ms "
-          "(time zone rules changed)",
-          job.topic(), job.id(), *storage::DueIndexEntryOf(*record), due);
-      if (due <= timers_.horizon()) {
-        entries.push_back({due, KeyHash(job.topic(), job.id()),
-                           KeyCheck(job.topic(), job.id())});
-      }
-      mutations.push_back(storage::Mutation::Put(
-          *std::move(next), storage::DueIndexEntryOf(*record)));
-    }
-    if (absl::Status s = store_->Apply(mutations, storage::Durability::kSync);
-        !s.ok()) {
-      return s;
-    }
-    moved += static_cast<int64_t>(mutations.size());
-  }
-  return moved;
+  return RewriteChunked(
+      parents.size(),
+      [&](size_t i) -> storage::JobKeyView {
+        return {parents[i].topic, parents[i].id};
+      },
+      [&](size_t,
+          storage::JobRecord& record) -> std::optional<storage::Mutation> {
+        std::optional<storage::JobRecord> next =
+            RecomputeNextOccurrence(record);
+        if (!next.has_value()) return std::nullopt;
+        const int64_t due = *storage::DueIndexEntryOf(*next);
+        const v1::Job& job = next->job();
+        DELAYD_LOG_INFO(
+            "recurring job (%s, %s): next occurrence moved from %d to %d ms "
+            "(time zone rules changed)",
+            job.topic(), job.id(), *storage::DueIndexEntryOf(record), due);
+        if (due <= timers_.horizon()) {
+          entries.push_back({due, KeyHash(job.topic(), job.id()),
+                             KeyCheck(job.topic(), job.id())});
+        }
+        return storage::Mutation::Put(*std::move(next),
+                                      storage::DueIndexEntryOf(record));
+      });
 }
 
 void JobService::Start() {

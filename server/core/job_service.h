@@ -27,8 +27,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <thread>
+#include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "delayd/v1/delayd.pb.h"
@@ -185,6 +188,15 @@ class JobService {
     int64_t due_ms;
     uint32_t attempt;
   };
+  // Reads the records of keys key(0..n-1) in chunks of 1024 and writes, one
+  // synced batch per chunk, the mutations `rewrite` makes of them (nullopt:
+  // none; absent records are skipped). Returns how many were written; on an
+  // error the chunks before it stand.
+  absl::StatusOr<int64_t> RewriteChunked(
+      size_t n, absl::FunctionRef<storage::JobKeyView(size_t)> key,
+      absl::FunctionRef<std::optional<storage::Mutation>(size_t,
+                                                         storage::JobRecord&)>
+          rewrite);
   // Computes the next occurrence of the recurring jobs `parents` again (a
   // tzdata update may have moved it) and stores those that moved, adding
   // their timers to `entries`. Returns how many moved.

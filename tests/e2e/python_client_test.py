@@ -191,6 +191,16 @@ class Checks:
         assert len(topics) == 1 and topics[0].topic == topic, topics
         return topics[0]
 
+    def subscribe(self, topic, max_in_flight):
+        """A Subscribe stream, once the server counts its subscriber."""
+        stream = self.c.Subscribe(self.pb.SubscribeRequest(
+            topic=topic, consumer="python", max_in_flight=max_in_flight))
+        deadline = time.monotonic() + RPC_TIMEOUT
+        while self.stats(topic).subscribers != 1:
+            assert time.monotonic() < deadline, "not subscribed in time"
+            time.sleep(0.01)
+        return stream
+
     def refused(self, call, request, code, *parts):
         try:
             call(request)
@@ -347,12 +357,7 @@ class Checks:
 
     def check_subscribe_batches_and_ack(self):
         pb = self.pb
-        stream = self.c.Subscribe(pb.SubscribeRequest(
-            topic="py.deliver", consumer="python", max_in_flight=100))
-        deadline = time.monotonic() + RPC_TIMEOUT
-        while self.stats("py.deliver").subscribers != 1:
-            assert time.monotonic() < deadline, "not subscribed in time"
-            time.sleep(0.01)
+        stream = self.subscribe("py.deliver", 100)
         # 20 jobs due at one millisecond: one dispatch round, one message.
         due_ms = (int(time.time() * 1000) // 1000 + 2) * 1000
         fire_at = timestamp_pb2.Timestamp(seconds=due_ms // 1000)
@@ -380,12 +385,7 @@ class Checks:
 
     def check_recurring_job_delivers_its_occurrences(self):
         pb = self.pb
-        stream = self.c.Subscribe(pb.SubscribeRequest(
-            topic="py.cron", consumer="python", max_in_flight=10))
-        deadline = time.monotonic() + RPC_TIMEOUT
-        while self.stats("py.cron").subscribers != 1:
-            assert time.monotonic() < deadline, "not subscribed in time"
-            time.sleep(0.01)
+        stream = self.subscribe("py.cron", 10)
         recurrence = pb.Recurrence(cron=pb.CronSchedule(
             expression="* * * * * ?", time_zone="America/New_York"))
         reply = self.schedule(pb.JobSpec(topic="py.cron", id="tick",
