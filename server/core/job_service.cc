@@ -72,7 +72,11 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover(
         const absl::string_view topic = AsAbsl(std_topic);
         const absl::string_view id = AsAbsl(std_id);
         if (mark == storage::kRecurringMark) {
-          parents.push_back({std::string(std_topic), std::string(std_id)});
+          // The key is kept only when it is to be read again.
+          ++stats.recurring;
+          if (recompute_recurring) {
+            parents.push_back({std::string(std_topic), std::string(std_id)});
+          }
         } else if (mark > 0) {
           marked.push_back(
               {std::string(std_topic), std::string(std_id), due_ms, mark});
@@ -93,7 +97,6 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover(
   if (!scan.ok()) return scan;
   if (absl::Status s = RecoverInFlight(marked); !s.ok()) return s;
   stats.in_flight = static_cast<int64_t>(marked.size());
-  stats.recurring = static_cast<int64_t>(parents.size());
   if (recompute_recurring) {
     absl::StatusOr<int64_t> moved = RecomputeRecurring(parents, entries);
     if (!moved.ok()) return moved.status();
