@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "delayd/proto_time.h"
