@@ -125,8 +125,9 @@ std::optional<JobRecord> RecomputeNextOccurrence(const JobRecord& parent) {
   const std::optional<int64_t> next =
       recurrence->NextAfter(parent.occurrences_through_ms());
   const int64_t stored = TimestampToUnixMs(r.next_occurrence());
-  // Past occurrences are the fire path's to plan (misfires); only a future
-  // one that moved is rewritten.
+  // One that moved is stored, past or future (the fire path plans misfires
+  // from it); none at all under the new rules is left to the fire path,
+  // whose plan then ends the schedule.
   if (!next.has_value() || *next == stored) return std::nullopt;
   JobRecord moved = parent;
   *moved.mutable_job()->mutable_recurring()->mutable_next_occurrence() =
