@@ -401,6 +401,24 @@ TEST_F(RecurringJobsTest, OverlapSkipPassesOverOccurrencesUntilTheAck) {
       static_cast<uint64_t>(
           (Ms(now.recurring().next_occurrence()) - NominalMs(first)) / 1000));
   EXPECT_EQ(sub.count(), 2u);
+
+  // The metrics count what the parent says: two fired, the skipped ones
+  // overlapped (the parent goes on skipping meanwhile), none misfired.
+  const std::string metrics = ScrapeMetrics(server_->metrics_address());
+  const v1::Job later = Parent("overlap", "o");
+  auto value = [&](const std::string& name) -> double {
+    const std::string line = name + "{topic=\"overlap\"} ";
+    const size_t at = metrics.find(line);
+    if (at == std::string::npos) return -1;
+    return std::stod(metrics.substr(at + line.size(), 24));
+  };
+  EXPECT_EQ(value("delayd_occurrences_fired_total"), 2) << metrics;
+  const double overlapped = value("delayd_occurrences_overlapped_total");
+  EXPECT_GE(overlapped,
+            static_cast<double>(now.recurring().occurrences_skipped()));
+  EXPECT_LE(overlapped,
+            static_cast<double>(later.recurring().occurrences_skipped()));
+  EXPECT_EQ(value("delayd_occurrences_misfired_total"), 0) << metrics;
 }
 
 // Paused, no occurrence fires and GetJob shows PAUSED; resumed, the
