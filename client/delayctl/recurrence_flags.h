@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/delayctl/args.h"
-#include "delayd/v1/delayd.pb.h"
+#include "delayd/v1/recurrence.pb.h"
 
 namespace delayd::delayctl {
 

@@ -27,7 +27,7 @@
 #include <optional>
 #include <vector>
 
-#include "delayd/v1/delayd.pb.h"
+#include "delayd/v1/recurrence.pb.h"
 #include "server/recurring/recurrence.h"
 
 namespace delayd::server::recurring {

@@ -13,12 +13,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "delayd/v1/delayd.pb.h"
+#include "delayd/v1/recurrence.pb.h"
 #include "server/recurring/cron.h"
 
 namespace delayd::server::recurring {
 
-// Limits of a Recurrence (documented in delayd.proto).
+// Limits of a Recurrence (documented in recurrence.proto).
 inline constexpr size_t kMaxExpressionBytes = 256;
 inline constexpr int64_t kMinIntervalMs = 1000;
 inline constexpr int64_t kMaxIntervalMs = int64_t{100} * 366 * 86'400'000;

@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import traceback
+import types
 
 import datetime
 import zoneinfo
@@ -45,14 +46,22 @@ def load_module(name, path):
 
 
 def generate(proto_dir, out_dir):
-    """Runs protoc on the two protos; returns (delayd_pb2, health_pb2)."""
+    """Runs protoc on the protos; returns (pb, health_pb2).
+
+    pb holds package delayd.v1 whole, the messages of delayd.proto and of
+    recurrence.proto, as the C++ namespace delayd::v1 does.
+    """
     subprocess.run(
         ["protoc", "--python_out=" + out_dir, "-I", proto_dir,
-         "delayd/v1/delayd.proto", "grpc/health/v1/health.proto"],
+         "delayd/v1/delayd.proto", "delayd/v1/recurrence.proto",
+         "grpc/health/v1/health.proto"],
         check=True)
+    # delayd_pb2 imports recurrence_pb2 as delayd.v1.recurrence_pb2.
+    sys.path.insert(0, out_dir)
+    api = importlib.import_module("delayd.v1.delayd_pb2")
+    recurrence = importlib.import_module("delayd.v1.recurrence_pb2")
+    pb = types.SimpleNamespace(**{**vars(recurrence), **vars(api)})
     # Loaded by path: a generated "grpc" package would clash with grpcio's.
-    pb = load_module("delayd_v1_pb2",
-                     os.path.join(out_dir, "delayd/v1/delayd_pb2.py"))
     health = load_module("grpc_health_v1_pb2",
                          os.path.join(out_dir, "grpc/health/v1/health_pb2.py"))
     return pb, health
