@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
@@ -27,8 +28,11 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:7400",
           "gRPC listen address host:port (port 0: any free port)");
 ABSL_FLAG(std::string, data_dir, "./data",
           "directory of the RocksDB job store (created if missing)");
-ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9400",
-          "Prometheus /metrics listen address host:port (port 0: any free)");
+ABSL_FLAG(std::string, http_listen, "127.0.0.1:9400",
+          "HTTP listen address host:port (port 0: any free port): /metrics, "
+          "/healthz and the JSON API under /api/v1");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "the former name of --http-listen, still taken");
 ABSL_FLAG(std::string, sync, "always",
           "always: fsync the write-ahead log before replying OK; none: leave "
           "it to the OS");
@@ -97,7 +101,10 @@ const std::vector<FlagGroup>& FlagGroups() {
   constexpr uint32_t kMiB = 1 << 20;
   static const auto* const groups = new std::vector<FlagGroup>{
       {"Configuration", {{"config", "PATH"}}},
-      {"Network", {{"listen", "HOST:PORT"}, {"metrics_listen", "HOST:PORT"}}},
+      {"Network",
+       {{"listen", "HOST:PORT"},
+        {"http_listen", "HOST:PORT"},
+        {"metrics_listen", "HOST:PORT"}}},
       {"Storage",
        {{"data_dir", "DIR"},
         {"sync", "always|none"},
@@ -331,6 +338,7 @@ std::string HelpText() {
 
 absl::StatusOr<Config> ConfigFromSettings(
     const std::vector<std::string>& settings) {
+  absl::flat_hash_set<std::string> given;  // names of the flags set here
   for (size_t i = 0; i < settings.size(); ++i) {
     absl::string_view arg = settings[i];
     if (!absl::ConsumePrefix(&arg, "--") || arg.empty()) {
@@ -345,6 +353,7 @@ absl::StatusOr<Config> ConfigFromSettings(
       return absl::InvalidArgumentError(
           absl::StrCat("unknown flag --", name, " (see delayd --help)"));
     }
+    given.insert(name);
     std::string value;
     if (eq != absl::string_view::npos) {
       value = std::string(arg.substr(eq + 1));
@@ -368,7 +377,16 @@ absl::StatusOr<Config> ConfigFromSettings(
   Config config;
   config.listen = absl::GetFlag(FLAGS_listen);
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
-  config.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  config.http_listen = absl::GetFlag(FLAGS_http_listen);
+  if (const std::string alias = absl::GetFlag(FLAGS_metrics_listen);
+      given.contains("metrics_listen")) {
+    if (given.contains("http_listen") && alias != config.http_listen) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--metrics-listen=", alias, " is the former name of --http-listen=",
+          config.http_listen, ": give one address"));
+    }
+    config.http_listen = alias;
+  }
   config.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   config.memory_horizon = absl::GetFlag(FLAGS_memory_horizon);
   config.retention = absl::GetFlag(FLAGS_retention);

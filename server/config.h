@@ -27,8 +27,9 @@ struct Config {
   std::string listen = "127.0.0.1:7400";
   // Where RocksDB keeps its files; created if missing.
   std::string data_dir = "./data";
-  // Prometheus /metrics listen address, host:port; port 0 picks a free port.
-  std::string metrics_listen = "127.0.0.1:9400";
+  // The HTTP server's address (/metrics, /healthz, the JSON API), host:port;
+  // port 0 picks a free port. --metrics-listen is its former name.
+  std::string http_listen = "127.0.0.1:9400";
   SyncMode sync = SyncMode::kAlways;
   // How long SIGTERM waits for in-progress calls before cancelling them.
   absl::Duration shutdown_grace = absl::Seconds(10);

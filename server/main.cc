@@ -2,7 +2,7 @@
 // exits 0. Exit 1: bad configuration or a failed start (the reason is on
 // stderr). --help and --version print to stdout and exit 0. Once serving, it
 // prints one line that tools and tests read:
-//   delayd: listening grpc=HOST:PORT metrics=HOST:PORT
+//   delayd: listening grpc=HOST:PORT http=HOST:PORT
 #include <pthread.h>
 #include <signal.h>
 
@@ -42,9 +42,9 @@ int main(int argc, char** argv) {
     DELAYD_LOG_ERROR("delayd: cannot start: %s", server.status().ToString());
     return 1;
   }
-  std::fprintf(stderr, "delayd: listening grpc=%s metrics=%s\n",
+  std::fprintf(stderr, "delayd: listening grpc=%s http=%s\n",
                (*server)->grpc_address().c_str(),
-               (*server)->metrics_address().c_str());
+               (*server)->http_address().c_str());
   std::fflush(stderr);
   absl::StatusOr<delayd::server::JobService::RecoveryStats> recovered =
       (*server)->Recover();

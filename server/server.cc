@@ -30,10 +30,10 @@ std::string WithPort(const std::string& address, int port) {
 
 }  // namespace
 
-Server::Server(const Config& config, std::unique_ptr<Metrics> metrics,
+Server::Server(const Config& config,
                std::unique_ptr<storage::RocksDbJobStore> store)
     : config_(config),
-      metrics_(std::move(metrics)),
+      metrics_(std::make_unique<Metrics>()),
       store_(std::move(store)),
       instrumented_store_(store_.get(), metrics_->registry()),
       rpc_metrics_(metrics_->registry()),
@@ -41,8 +41,8 @@ Server::Server(const Config& config, std::unique_ptr<Metrics> metrics,
       jobs_(std::make_unique<JobService>(&instrumented_store_, &clock_,
                                          config.limits, &delivery_metrics_,
                                          config.retention)),
-      service_(
-          std::make_unique<DelayQueueService>(jobs_.get(), &rpc_metrics_)) {
+      service_(std::make_unique<DelayQueueService>(jobs_.get(), &rpc_metrics_)),
+      json_api_(std::make_unique<JsonApi>(jobs_.get())) {
   jobs_->SetMemoryHorizon(config.memory_horizon);
   metrics_->AddCollectable(std::make_shared<JobsCollector>(jobs_.get()));
 }
@@ -50,9 +50,6 @@ Server::Server(const Config& config, std::unique_ptr<Metrics> metrics,
 Server::~Server() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
-  absl::StatusOr<std::unique_ptr<Metrics>> metrics =
-      Metrics::Start(config.metrics_listen);
-  if (!metrics.ok()) return metrics.status();
   storage::RocksDbJobStore::Options store_options;
   store_options.sync_mode = config.sync == SyncMode::kAlways
                                 ? storage::SyncMode::kAlways
@@ -63,8 +60,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   absl::StatusOr<std::unique_ptr<storage::RocksDbJobStore>> store =
       storage::RocksDbJobStore::Open(config.data_dir, store_options);
   if (!store.ok()) return store.status();
-  std::unique_ptr<Server> server(
-      new Server(config, *std::move(metrics), *std::move(store)));
+  std::unique_ptr<Server> server(new Server(config, *std::move(store)));
+  absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
+      config.http_listen, server->metrics_.get(), server->json_api_.get());
+  if (!http.ok()) return http.status();
+  server->http_server_ = *std::move(http);
+  server->http_address_ =
+      WithPort(config.http_listen, server->http_server_->port());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -87,8 +89,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
         absl::StrCat("--listen: cannot serve gRPC on ", config.listen));
   }
   server->grpc_address_ = WithPort(config.listen, port);
-  server->metrics_address_ =
-      WithPort(config.metrics_listen, server->metrics_->port());
   grpc::HealthCheckServiceInterface* health =
       server->grpc_server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, false);
@@ -168,6 +168,7 @@ absl::StatusOr<JobService::RecoveryStats> Server::Recover() {
       .Set(static_cast<double>(stats->jobs));
   jobs_->Start();
   service_->StartServing();
+  json_api_->StartServing();
   grpc::HealthCheckServiceInterface* health =
       grpc_server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, true);
@@ -179,21 +180,23 @@ void Server::Shutdown() {
   if (grpc_server_ == nullptr) return;
   grpc_server_->GetHealthCheckService()->SetServingStatus(false);
   service_->StartDraining();
+  json_api_->StartDraining();
   // Streams end cleanly; their unacked deliveries are released.
   jobs_->deliverer().CloseAll(
       absl::UnavailableError("server is shutting down"));
-  std::thread stop_metrics([this] { metrics_->StopServing(); });
+  // Beside the gRPC drain: CivetWeb takes up to its poll quantum to stop.
+  std::thread stop_http([this] { http_server_->Stop(); });
   const auto deadline = std::chrono::system_clock::now() +
                         absl::ToChronoMilliseconds(config_.shutdown_grace);
   grpc_server_->Shutdown(deadline);
   grpc_server_->Wait();
   grpc_server_.reset();
   service_.reset();  // joins the workers: every reply has been sent
+  stop_http.join();  // every HTTP call has returned too
   jobs_->Stop();
   if (absl::Status s = store_->Close(); !s.ok()) {
     DELAYD_LOG_ERROR("closing the store: %s", s.ToString());
   }
-  stop_metrics.join();
 }
 
 }  // namespace delayd::server

@@ -1,13 +1,13 @@
 // Server: one running delayd — the job store, the job logic with its timer,
-// the gRPC server (DelayQueue, grpc.health.v1, reflection) and the metrics
-// endpoint — built from a Config.
+// the gRPC server (DelayQueue, grpc.health.v1, reflection) and the HTTP
+// server (/metrics, /healthz, the JSON API) — built from a Config.
 //
 // Lifecycle: Start() opens the store and binds the ports, with health
-// NOT_SERVING and job rpcs answering UNAVAILABLE; Recover() rebuilds the
-// timers from the store and turns health SERVING; Shutdown() drains (health
-// NOT_SERVING, new calls refused with UNAVAILABLE, calls in progress get up
-// to the grace period, streams end), stops the timer, closes the store.
-// Not thread-safe: one thread drives the lifecycle.
+// NOT_SERVING and job rpcs (gRPC and HTTP) answering UNAVAILABLE; Recover()
+// rebuilds the timers from the store and turns health SERVING; Shutdown()
+// drains (health NOT_SERVING, new calls refused with UNAVAILABLE, calls in
+// progress get up to the grace period, streams end), stops the timer, closes
+// the store. Not thread-safe: one thread drives the lifecycle.
 #ifndef DELAYD_SERVER_SERVER_H_
 #define DELAYD_SERVER_SERVER_H_
 
@@ -19,6 +19,8 @@
 #include "grpcpp/server.h"
 #include "server/config.h"
 #include "server/core/job_service.h"
+#include "server/http/http_server.h"
+#include "server/http/json_api.h"
 #include "server/metrics/delivery_metrics.h"
 #include "server/metrics/instrumented_store.h"
 #include "server/metrics/metrics.h"
@@ -49,15 +51,14 @@ class Server {
   Server& operator=(const Server&) = delete;
   ~Server();
 
-  // host:port actually bound, for gRPC and for /metrics.
+  // host:port actually bound, for gRPC and for HTTP.
   const std::string& grpc_address() const { return grpc_address_; }
-  const std::string& metrics_address() const { return metrics_address_; }
+  const std::string& http_address() const { return http_address_; }
 
   void Shutdown();
 
  private:
-  Server(const Config& config, std::unique_ptr<Metrics> metrics,
-         std::unique_ptr<storage::RocksDbJobStore> store);
+  Server(const Config& config, std::unique_ptr<storage::RocksDbJobStore> store);
 
   const Config config_;
   std::unique_ptr<Metrics> metrics_;
@@ -68,9 +69,11 @@ class Server {
   timer::SystemClock clock_;
   std::unique_ptr<JobService> jobs_;
   std::unique_ptr<DelayQueueService> service_;
+  std::unique_ptr<JsonApi> json_api_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<HttpServer> http_server_;
   std::string grpc_address_;
-  std::string metrics_address_;
+  std::string http_address_;
 };
 
 }  // namespace delayd::server

@@ -110,14 +110,15 @@ class JobWriter {
   // Cancel of the stored job; fills response's outcome and job.
   Decision DecideCancel(const std::optional<storage::JobRecord>& stored,
                         int64_t now_ms, v1::CancelResponse& response);
-  // Changes the jobs of `topic` whose id starts with `id_prefix` and whose
-  // state `selects` (CancelByPrefix, Redrive): in synced chunks of 500, each
-  // scanned, re-read under its keys' locks, decided by `decide` and written
-  // in one batch. Returns how many changed; INVALID_ARGUMENT (fields
-  // "topic", "id_prefix") for a bad topic or prefix. On a store error the
-  // chunks written before it stand.
+  // Changes the jobs of `topic` whose id starts with `id_prefix` (is it,
+  // when `exact`) and whose state `selects` (CancelByPrefix, Redrive): in
+  // synced chunks of 500, each scanned, re-read under its keys' locks,
+  // decided by `decide` and written in one batch. Returns how many changed;
+  // INVALID_ARGUMENT naming `prefix_field` (or "topic") for a bad topic or
+  // prefix. On a store error the chunks written before it stand.
   absl::StatusOr<uint64_t> ChangeByPrefix(
-      const std::string& topic, const std::string& id_prefix,
+      const std::string& topic, absl::string_view prefix_field,
+      const std::string& id_prefix, bool exact,
       absl::FunctionRef<bool(v1::JobState)> selects,
       absl::FunctionRef<Decision(const storage::JobRecord&, int64_t)> decide);
   // After a successful write of `d`: the ledger, and the delivery out.

@@ -18,7 +18,7 @@ using storage::Mutation;
 absl::StatusOr<v1::CancelByPrefixResponse> JobWriter::CancelByPrefix(
     const v1::CancelByPrefixRequest& req) {
   absl::StatusOr<uint64_t> canceled = ChangeByPrefix(
-      req.topic(), req.id_prefix(),
+      req.topic(), "id_prefix", req.id_prefix(), /*exact=*/false,
       // A paused recurring job is a schedule waiting too.
       [](v1::JobState state) {
         return IsLive(state) || state == v1::JOB_STATE_PAUSED;
@@ -34,13 +34,14 @@ absl::StatusOr<v1::CancelByPrefixResponse> JobWriter::CancelByPrefix(
 }
 
 absl::StatusOr<uint64_t> JobWriter::ChangeByPrefix(
-    const std::string& topic, const std::string& id_prefix,
+    const std::string& topic, absl::string_view prefix_field,
+    const std::string& id_prefix, bool exact,
     absl::FunctionRef<bool(v1::JobState)> selects,
     absl::FunctionRef<Decision(const JobRecord&, int64_t)> decide) {
   if (absl::Status s = ValidateTopic("topic", topic, *d_.limits); !s.ok()) {
     return s;
   }
-  if (absl::Status s = ValidateIdPrefix("id_prefix", id_prefix, *d_.limits);
+  if (absl::Status s = ValidateIdPrefix(prefix_field, id_prefix, *d_.limits);
       !s.ok()) {
     return s;
   }
@@ -54,17 +55,18 @@ absl::StatusOr<uint64_t> JobWriter::ChangeByPrefix(
     // scan.
     std::vector<std::string> ids;
     more = false;
-    absl::Status scan = d_.store->ScanJobs(topic, id_prefix, after,
-                                           [&](const JobRecord& record) {
-                                             if (ids.size() == kChunk) {
-                                               more = true;
-                                               return false;
-                                             }
-                                             if (selects(record.job().state()))
-                                               ids.push_back(record.job().id());
-                                             after = record.job().id();
-                                             return true;
-                                           });
+    const auto collect = [&](const JobRecord& record) {
+      // With `exact`, the id itself sorts first among those it prefixes.
+      if (exact && record.job().id() != id_prefix) return false;
+      if (ids.size() == kChunk) {
+        more = true;
+        return false;
+      }
+      if (selects(record.job().state())) ids.push_back(record.job().id());
+      after = record.job().id();
+      return true;
+    };
+    absl::Status scan = d_.store->ScanJobs(topic, id_prefix, after, collect);
     if (!scan.ok()) return scan;
     if (ids.empty()) break;
     const int64_t now_ms = d_.clock->NowMs();
@@ -99,8 +101,14 @@ absl::StatusOr<uint64_t> JobWriter::ChangeByPrefix(
 
 absl::StatusOr<v1::RedriveResponse> JobWriter::Redrive(
     const v1::RedriveRequest& req) {
+  if (!req.id().empty() && !req.id_prefix().empty()) {
+    return absl::InvalidArgumentError(
+        "id: give id (one job) or id_prefix (many), not both");
+  }
+  const bool exact = !req.id().empty();
   absl::StatusOr<uint64_t> redriven = ChangeByPrefix(
-      req.topic(), req.id_prefix(),
+      req.topic(), exact ? "id" : "id_prefix",
+      exact ? req.id() : req.id_prefix(), exact,
       [](v1::JobState state) { return state == v1::JOB_STATE_DEAD; },
       [](const storage::JobRecord& old, int64_t now_ms) {
         storage::JobRecord record = old;

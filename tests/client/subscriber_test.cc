@@ -148,7 +148,7 @@ TEST_F(SubscriberTest, AcksAreBatchedUnderLoad) {
               static_cast<unsigned long long>(stats.ack_rpcs), per_rpc);
   EXPECT_GE(per_rpc, 10.0);
   // The server counted the same rpcs: this test's own client sent no Ack.
-  const std::string scrape = ScrapeMetrics(server_->metrics_address());
+  const std::string scrape = ScrapeMetrics(server_->http_address());
   const double server_acks =
       MetricValue(scrape, R"(delayd_rpcs_total{code="OK",method="Ack"})");
   EXPECT_EQ(server_acks, static_cast<double>(stats.ack_rpcs)) << scrape;

@@ -46,7 +46,7 @@ def start_delayd(binary, tmp):
     while time.time() < deadline:
         log.seek(0)
         text = log.read()
-        m = re.search(r"delayd: listening grpc=(\S+) metrics=(\S+)\n", text)
+        m = re.search(r"delayd: listening grpc=(\S+) http=(\S+)\n", text)
         if m:
             return proc, m.group(1), m.group(2), log
         if proc.poll() is not None:

@@ -215,7 +215,7 @@ TEST_F(DeliveryTest, ASubscriberThatStopsReadingHoldsNoMoreThanItsCredit) {
   const absl::Time until = absl::Now() + absl::Seconds(5);
   const std::string metric = "delayd_deliveries_unwritten{topic=\"stuck\"} ";
   while (absl::Now() < until) {
-    const std::string metrics = ScrapeMetrics(server_->metrics_address());
+    const std::string metrics = ScrapeMetrics(server_->http_address());
     const size_t at = metrics.find(metric);
     ASSERT_NE(at, std::string::npos) << metrics;
     most = std::max<size_t>(most,

@@ -84,7 +84,7 @@ class Server:
     def _read_stderr(self):
         for line in self.proc.stderr:
             self.log.append(line)
-            m = re.search(r"delayd: listening grpc=(\S+) metrics=(\S+)", line)
+            m = re.search(r"delayd: listening grpc=(\S+) http=(\S+)", line)
             if m and self.address is None:
                 self.address = m.group(1)
                 self._listening.set()

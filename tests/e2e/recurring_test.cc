@@ -404,7 +404,7 @@ TEST_F(RecurringJobsTest, OverlapSkipPassesOverOccurrencesUntilTheAck) {
 
   // The metrics count what the parent says: two fired, the skipped ones
   // overlapped (the parent goes on skipping meanwhile), none misfired.
-  const std::string metrics = ScrapeMetrics(server_->metrics_address());
+  const std::string metrics = ScrapeMetrics(server_->http_address());
   const v1::Job later = Parent("overlap", "o");
   auto value = [&](const std::string& name) -> double {
     const std::string line = name + "{topic=\"overlap\"} ";

@@ -22,7 +22,8 @@ import tempfile
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 LIBRARIES = ('absl/', 'grpcpp/', 'grpc/', 'grpc++/', 'rocksdb/',
              'prometheus/', 'google/', 'delayd/', 'server/', 'storage/',
-             'client/', 'proto/', 'gtest/', 'gmock/', 'benchmark/')
+             'client/', 'proto/', 'gtest/', 'gmock/', 'benchmark/',
+             'CivetServer.h', 'civetweb.h')
 SOURCE_DIRS = ('proto', 'storage', 'server', 'client')
 
 GRPC = ('grpcpp/', 'grpc/', 'grpc++/', '*.grpc.pb.h')
@@ -49,6 +50,8 @@ RECURRING = ('absl/', 'server/recurring/') + MESSAGES
 JOBS = METRICS + ('server/jobs/', 'server/timer/')
 DELIVERY = JOBS + ('server/delivery/',)
 CORE = DELIVERY + ('server/core/', 'server/recurring/')
+# The HTTP face: the core, and CivetWeb.
+HTTP = CORE + ('server/http/', 'CivetServer.h', 'civetweb.h')
 CLIENT_API = ('absl/',) + GRPC + MESSAGES
 
 # folder: (walls, allowed include prefixes)
@@ -64,6 +67,7 @@ RULES = {
     'server/delivery': (WALLED, DELIVERY),
     'server/core': (WALLED, CORE),
     'server/rpc': ((NO_ROCKSDB, NO_ROOT), ANYTHING),
+    'server/http': (WALLED + (NO_ROOT,), HTTP),
     'server': ((NO_ROCKSDB,), ANYTHING),  # the composition root
     'client': ((NO_ROCKSDB, NO_SERVER, NO_STORAGE),
                CLIENT_API + ('client/', 'delayd/client.h')),
@@ -162,10 +166,17 @@ CASES = [
       '#include "server/delivery/delivery_sink.h"']),
     ('server/core', GRPC_LINES + [
         '#include "rocksdb/db.h"', '#include "server/rpc/grpc_status.h"',
-        '#include "server/server.h"', '#include "client/backoff.h"'],
+        '#include "server/server.h"', '#include "client/backoff.h"',
+        '#include <CivetServer.h>', '#include "server/http/json_api.h"'],
      ['#include "server/delivery/deliverer.h"',
       '#include "google/protobuf/io/coded_stream.h"',
       '#include "prometheus/collectable.h"']),
+    ('server/http', GRPC_LINES + [
+        '#include "rocksdb/db.h"', '#include "server/rpc/grpc_status.h"',
+        '#include "server/server.h"'],
+     ['#include "server/core/job_service.h"', '#include <CivetServer.h>',
+      '#include "civetweb.h"', '#include "google/protobuf/util/json_util.h"',
+      '#include "server/http/json_api.h"']),
     ('storage', GRPC_LINES + [
         '#include "server/timer/clock.h"', '#include "client/backoff.h"'],
      ['#include "rocksdb/db.h"', '#include "storage/key_codec.h"',

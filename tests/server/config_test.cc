@@ -185,5 +185,24 @@ TEST(ConfigTest, OutOfRangeErrorNamesTheRange) {
                            "and 8760h, got inf"));
 }
 
+TEST(ConfigTest, MetricsListenIsTheFormerNameOfHttpListen) {
+  absl::FlagSaver saver;
+  ASSERT_OK_AND_ASSIGN(Config config, ConfigFromSettings({}));
+  EXPECT_EQ(config.http_listen, "127.0.0.1:9400");
+  ASSERT_OK_AND_ASSIGN(config,
+                       ConfigFromSettings({"--metrics_listen=127.0.0.1:1"}));
+  EXPECT_EQ(config.http_listen, "127.0.0.1:1");
+  ASSERT_OK_AND_ASSIGN(config,
+                       ConfigFromSettings({"--http_listen=127.0.0.1:2",
+                                           "--metrics_listen=127.0.0.1:2"}));
+  EXPECT_EQ(config.http_listen, "127.0.0.1:2");
+  EXPECT_THAT(std::string(ConfigFromSettings({"--http_listen=127.0.0.1:3",
+                                              "--metrics_listen=127.0.0.1:4"})
+                              .status()
+                              .message()),
+              ::testing::HasSubstr("--metrics-listen=127.0.0.1:4 is the "
+                                   "former name of --http-listen=127.0.0.1:3"));
+}
+
 }  // namespace
 }  // namespace delayd::server

@@ -111,7 +111,7 @@ absl::StatusOr<std::unique_ptr<DelaydProcess>> DelaydProcess::Launch(
   if (dir.empty()) dir = MakeTempDir();
   const std::string log_path = dir + "/delayd.log";
   std::vector<std::string> args = {DelaydBinary(), "--listen=127.0.0.1:0",
-                                   "--metrics-listen=127.0.0.1:0",
+                                   "--http-listen=127.0.0.1:0",
                                    "--data-dir=" + dir + "/data"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;
@@ -151,7 +151,7 @@ absl::StatusOr<std::unique_ptr<DelaydProcess>> DelaydProcess::Launch(
     if (at != std::string::npos && log.find('\n', at) != std::string::npos) {
       const std::string line = log.substr(at, log.find('\n', at) - at);
       process->grpc_address_ = Field(line, "grpc");
-      process->metrics_address_ = Field(line, "metrics");
+      process->http_address_ = Field(line, "http");
       return process;
     }
     int status = 0;

@@ -27,12 +27,12 @@ std::string DelaydBinary();
 std::string MakeTempDir();
 
 // GET http://<address>/metrics (address "127.0.0.1:port", e.g. a
-// DelaydProcess's metrics_address()); the whole HTTP response, "" on failure.
+// DelaydProcess's http_address()); the whole HTTP response, "" on failure.
 std::string ScrapeMetrics(const std::string& address);
 
 class DelaydProcess {
  public:
-  // Starts delayd with `extra_args` on top of --listen / --metrics-listen on
+  // Starts delayd with `extra_args` on top of --listen / --http-listen on
   // port 0 and --data-dir under `dir` (a new temp dir when empty), and waits
   // up to `timeout` for its "listening" line and then for health SERVING
   // (recovery done).
@@ -50,7 +50,7 @@ class DelaydProcess {
   ~DelaydProcess();
 
   const std::string& grpc_address() const { return grpc_address_; }
-  const std::string& metrics_address() const { return metrics_address_; }
+  const std::string& http_address() const { return http_address_; }
   const std::string& dir() const { return dir_; }
   std::string data_dir() const { return dir_ + "/data"; }
   pid_t pid() const { return pid_; }
@@ -79,7 +79,7 @@ class DelaydProcess {
   const std::string dir_;
   bool keep_dir_ = false;
   std::string grpc_address_;
-  std::string metrics_address_;
+  std::string http_address_;
 };
 
 }  // namespace delayd::testing

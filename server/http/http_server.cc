@@ -1,0 +1,174 @@
+#include "server/http/http_server.h"
+
+#include <CivetServer.h>
+#include <civetweb.h>
+
+#include <exception>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/http/http_reply.h"
+
+namespace delayd::server {
+namespace {
+
+void Send(mg_connection* conn, const HttpReply& reply) {
+  mg_response_header_start(conn, reply.code);
+  mg_response_header_add(conn, "Content-Type", reply.content_type.c_str(), -1);
+  const std::string length = absl::StrCat(reply.body.size());
+  mg_response_header_add(conn, "Content-Length", length.c_str(), -1);
+  mg_response_header_add(conn, "Cache-Control", "no-store", -1);
+  mg_response_header_add(conn, "X-Content-Type-Options", "nosniff", -1);
+  if (!reply.allow.empty()) {
+    mg_response_header_add(conn, "Allow", reply.allow.c_str(), -1);
+  }
+  mg_response_header_send(conn);
+  mg_write(conn, reply.body.data(), reply.body.size());
+}
+
+// The request body, or 413 past JsonApi::kMaxBodyBytes.
+std::optional<std::string> ReadBody(mg_connection* conn) {
+  const mg_request_info* info = mg_get_request_info(conn);
+  if (info->content_length > static_cast<long long>(JsonApi::kMaxBodyBytes)) {
+    return std::nullopt;
+  }
+  std::string body;
+  if (info->content_length > 0) {
+    body.reserve(static_cast<size_t>(info->content_length));
+  }
+  char buffer[16384];
+  while (true) {
+    const int n = mg_read(conn, buffer, sizeof buffer);
+    if (n <= 0) break;
+    if (body.size() + static_cast<size_t>(n) > JsonApi::kMaxBodyBytes) {
+      return std::nullopt;
+    }
+    body.append(buffer, static_cast<size_t>(n));
+  }
+  return body;
+}
+
+// One handler for every method: each route checks its own (and answers
+// 405 naming the ones it takes).
+class AnyMethod : public CivetHandler {
+ public:
+  bool handleGet(CivetServer*, mg_connection* c) override { return Serve(c); }
+  bool handlePost(CivetServer*, mg_connection* c) override { return Serve(c); }
+  bool handlePut(CivetServer*, mg_connection* c) override { return Serve(c); }
+  bool handleDelete(CivetServer*, mg_connection* c) override {
+    return Serve(c);
+  }
+  bool handlePatch(CivetServer*, mg_connection* c) override { return Serve(c); }
+
+ private:
+  bool Serve(mg_connection* conn) {
+    const mg_request_info* info = mg_get_request_info(conn);
+    Send(conn,
+         Reply(info->request_method,
+               info->local_uri_raw != nullptr ? info->local_uri_raw : "",
+               info->query_string != nullptr ? info->query_string : "", conn));
+    return true;
+  }
+  virtual HttpReply Reply(absl::string_view method, absl::string_view path,
+                          absl::string_view query, mg_connection* conn) = 0;
+};
+
+class MetricsHandler : public AnyMethod {
+ public:
+  explicit MetricsHandler(Metrics* metrics) : metrics_(metrics) {}
+
+ private:
+  HttpReply Reply(absl::string_view method, absl::string_view path,
+                  absl::string_view, mg_connection*) override {
+    if (path != "/metrics") return NoRoute(method, path);
+    if (method != "GET") return MethodNotAllowed(method, path, "GET");
+    HttpReply reply;
+    reply.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    reply.body = metrics_->Scrape();
+    return reply;
+  }
+  Metrics* const metrics_;
+};
+
+class HealthHandler : public AnyMethod {
+ public:
+  explicit HealthHandler(const JsonApi* api) : api_(api) {}
+
+ private:
+  HttpReply Reply(absl::string_view method, absl::string_view path,
+                  absl::string_view, mg_connection*) override {
+    if (path != "/healthz") return NoRoute(method, path);
+    if (method != "GET") return MethodNotAllowed(method, path, "GET");
+    HttpReply reply;
+    reply.content_type = "text/plain; charset=utf-8";
+    reply.code = api_->serving() ? 200 : 503;
+    reply.body = api_->serving() ? "SERVING\n" : "NOT_SERVING\n";
+    return reply;
+  }
+  const JsonApi* const api_;
+};
+
+class ApiHandler : public AnyMethod {
+ public:
+  explicit ApiHandler(const JsonApi* api) : api_(api) {}
+
+ private:
+  HttpReply Reply(absl::string_view method, absl::string_view path,
+                  absl::string_view query, mg_connection* conn) override {
+    std::optional<std::string> body = ReadBody(conn);
+    if (!body.has_value()) {
+      return ErrorReply(413, "PAYLOAD_TOO_LARGE",
+                        absl::StrCat("body: must be at most ",
+                                     JsonApi::kMaxBodyBytes, " bytes"));
+    }
+    return api_->Handle(method, path, query, *body);
+  }
+  const JsonApi* const api_;
+};
+
+class NotFoundHandler : public AnyMethod {
+  HttpReply Reply(absl::string_view method, absl::string_view path,
+                  absl::string_view, mg_connection*) override {
+    return NoRoute(method, path);
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
+    const std::string& listen, Metrics* metrics, JsonApi* api) {
+  std::unique_ptr<HttpServer> server(new HttpServer());
+  const std::vector<std::string> options = {
+      "listening_ports", listen, "num_threads", absl::StrCat(kThreads),
+      // A request that has not arrived whole in this time is dropped.
+      "request_timeout_ms", "30000"};
+  try {
+    // CivetWeb reports a bind failure by throwing from the constructor.
+    server->civet_ = std::make_unique<CivetServer>(options);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "--http-listen: cannot serve HTTP on ", listen, ": ", e.what()));
+  }
+  const auto add = [&](const char* uri, std::unique_ptr<CivetHandler> h) {
+    server->civet_->addHandler(uri, h.get());
+    server->handlers_.push_back(std::move(h));
+  };
+  add("/metrics", std::make_unique<MetricsHandler>(metrics));
+  add("/healthz", std::make_unique<HealthHandler>(api));
+  add(std::string(JsonApi::kPrefix).c_str(), std::make_unique<ApiHandler>(api));
+  add("/", std::make_unique<NotFoundHandler>());
+  const std::vector<int> ports = server->civet_->getListeningPorts();
+  server->port_ = ports.empty() ? 0 : ports.front();
+  return server;
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::Stop() {
+  if (civet_ != nullptr) civet_->close();
+}
+
+}  // namespace delayd::server

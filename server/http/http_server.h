@@ -1,0 +1,54 @@
+// HttpServer: delayd's one HTTP server, CivetWeb on --http-listen. It
+// serves /metrics (Metrics::Scrape, the Prometheus text format), /healthz
+// (200 "SERVING" once the JSON API serves, else 503) and the JSON API under
+// /api/v1 (JsonApi); anything else is a JSON 404. Owns its CivetServer;
+// borrows `metrics` and `api`, which must outlive it.
+//
+// Thread-safe: CivetWeb's kThreads workers run the handlers, one request
+// each at a time; a call that waits (a synced write) holds its worker.
+#ifndef DELAYD_SERVER_HTTP_HTTP_SERVER_H_
+#define DELAYD_SERVER_HTTP_HTTP_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/http/json_api.h"
+#include "server/metrics/metrics.h"
+
+class CivetHandler;
+class CivetServer;
+
+namespace delayd::server {
+
+class HttpServer {
+ public:
+  static constexpr int kThreads = 8;
+
+  // Listens on `listen` (host:port; port 0 picks one). UNAVAILABLE, naming
+  // --http-listen, when it cannot.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
+      const std::string& listen, Metrics* metrics, JsonApi* api);
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+  ~HttpServer();
+
+  // The port actually bound.
+  int port() const { return port_; }
+
+  // Stops listening and waits for the requests in progress (up to about
+  // 2 s more: CivetWeb's poll quantum). Idempotent.
+  void Stop();
+
+ private:
+  HttpServer() = default;
+
+  std::vector<std::unique_ptr<CivetHandler>> handlers_;
+  std::unique_ptr<CivetServer> civet_;
+  int port_ = 0;
+};
+
+}  // namespace delayd::server
+
+#endif  // DELAYD_SERVER_HTTP_HTTP_SERVER_H_

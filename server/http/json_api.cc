@@ -1,0 +1,261 @@
+#include "server/http/json_api.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "delayd/v1/delayd.pb.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace delayd::server {
+namespace {
+
+namespace pb = google::protobuf;
+
+std::string Text(pb::StringPiece s) { return std::string(s.data(), s.size()); }
+
+// `s` percent-decoded ('+' is a space, as in a form).
+std::string Decode(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() &&
+               absl::ascii_isxdigit(s[i + 1]) &&
+               absl::ascii_isxdigit(s[i + 2])) {
+      const auto hex = [](char c) {
+        return absl::ascii_isdigit(c) ? c - '0'
+                                      : absl::ascii_tolower(c) - 'a' + 10;
+      };
+      out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// The request's fields from the query string: each parameter is a field,
+// by its proto or JSON name, or an alias; its value goes through the JSON
+// parser as a string (numbers, enums, timestamps) or a literal (bools), so
+// that it is read exactly as in a body.
+absl::Status FromQuery(absl::string_view query, pb::Message& request) {
+  const pb::Descriptor* d = request.GetDescriptor();
+  for (absl::string_view pair : absl::StrSplit(query, '&', absl::SkipEmpty())) {
+    const size_t eq = pair.find('=');
+    std::string name = Decode(pair.substr(0, eq));
+    const std::string value =
+        eq == absl::string_view::npos ? "" : Decode(pair.substr(eq + 1));
+    if (name == "state") name = "states";
+    if (name == "prefix") name = "id_prefix";
+    const pb::FieldDescriptor* f = d->FindFieldByName(name);
+    if (f == nullptr) f = d->FindFieldByCamelcaseName(name);
+    const std::string field = absl::StrCat("query parameter '", name, "'");
+    if (f == nullptr ||
+        (f->message_type() != nullptr &&
+         f->message_type()->full_name() != "google.protobuf.Timestamp")) {
+      std::string known;
+      for (int i = 0; i < d->field_count(); ++i) {
+        if (d->field(i)->message_type() != nullptr &&
+            d->field(i)->message_type()->full_name() !=
+                "google.protobuf.Timestamp") {
+          continue;
+        }
+        absl::StrAppend(&known, known.empty() ? "" : ", ", d->field(i)->name());
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": unknown; this call takes ", known));
+    }
+    std::string json;
+    if (f->type() == pb::FieldDescriptor::TYPE_BOOL) {
+      if (value != "true" && value != "false") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ": must be true or false, got ", JsonQuote(value)));
+      }
+      json = value;
+    } else if (f->enum_type() != nullptr &&
+               f->enum_type()->FindValueByName(value) == nullptr) {
+      // state=DEAD for JOB_STATE_DEAD: the prefix of the UNSPECIFIED value.
+      std::string prefix = f->enum_type()->value(0)->name();
+      prefix.resize(prefix.size() - std::string("UNSPECIFIED").size());
+      json = JsonQuote(absl::StrCat(prefix, absl::AsciiStrToUpper(value)));
+    } else {
+      json = JsonQuote(value);
+    }
+    if (f->is_repeated()) json = absl::StrCat("[", json, "]");
+    std::unique_ptr<pb::Message> one(request.New());
+    pb::util::Status s = pb::util::JsonStringToMessage(
+        absl::StrCat("{", JsonQuote(f->json_name()), ":", json, "}"),
+        one.get());
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", Text(s.message())));
+    }
+    request.MergeFrom(*one);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FromBody(absl::string_view body, pb::Message& request) {
+  if (absl::StripAsciiWhitespace(body).empty()) return absl::OkStatus();
+  pb::util::Status s = pb::util::JsonStringToMessage(
+      pb::StringPiece(body.data(), body.size()), &request);
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("body: not a ", request.GetDescriptor()->name(),
+                     " in JSON: ", Text(s.message())));
+  }
+  return absl::OkStatus();
+}
+
+// Puts the path's `value` into a field the body may have set too.
+absl::Status FromPath(absl::string_view field, absl::string_view value,
+                      std::string& target) {
+  if (!target.empty() && target != value) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": the path says ", JsonQuote(value), ", the body ",
+                     JsonQuote(target)));
+  }
+  target = std::string(value);
+  return absl::OkStatus();
+}
+
+absl::Status FromPath(absl::string_view topic, absl::string_view id,
+                      v1::JobKey& key) {
+  if (absl::Status s = FromPath("key.topic", topic, *key.mutable_topic());
+      !s.ok()) {
+    return s;
+  }
+  return FromPath("key.id", id, *key.mutable_id());
+}
+
+HttpReply Reply(const pb::Message& response) {
+  pb::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  HttpReply reply;
+  pb::util::Status s =
+      pb::util::MessageToJsonString(response, &reply.body, options);
+  if (!s.ok()) {
+    return ErrorReply(absl::InternalError(
+        absl::StrCat("the reply does not print as JSON: ", Text(s.message()))));
+  }
+  reply.body += '\n';
+  return reply;
+}
+
+// Runs `method` of the JobService on `request`, which `fill` fills first.
+template <typename Request, typename Response, typename Fill>
+HttpReply Call(JobService* jobs,
+               absl::StatusOr<Response> (JobService::*method)(const Request&),
+               Fill fill) {
+  Request request;
+  if (absl::Status s = fill(request); !s.ok()) return ErrorReply(s);
+  absl::StatusOr<Response> response = (jobs->*method)(request);
+  if (!response.ok()) return ErrorReply(response.status());
+  return Reply(*response);
+}
+
+}  // namespace
+
+HttpReply JsonApi::Handle(absl::string_view method, absl::string_view path,
+                          absl::string_view query,
+                          absl::string_view body) const {
+  if (!serving()) {
+    return ErrorReply(absl::UnavailableError(
+        "the server is not serving (starting, or shutting down)"));
+  }
+  absl::string_view rest = path;
+  if (!absl::ConsumePrefix(&rest, kPrefix)) return NoRoute(method, path);
+  const bool get = method == "GET";
+  const bool post = method == "POST";
+  const auto body_only = [&](auto& request) { return FromBody(body, request); };
+
+  if (rest == "/jobs") {
+    if (!post) return MethodNotAllowed(method, path, "POST");
+    return Call(jobs_, &JobService::Schedule, body_only);
+  }
+  if (rest == "/jobs:batch") {
+    if (!post) return MethodNotAllowed(method, path, "POST");
+    return Call(jobs_, &JobService::ScheduleBatch, body_only);
+  }
+  if (rest == "/stats") {
+    if (!get) return MethodNotAllowed(method, path, "GET");
+    return Call(jobs_, &JobService::GetStats,
+                [&](v1::GetStatsRequest& r) { return FromQuery(query, r); });
+  }
+  if (rest == "/recurrences:preview") {
+    if (!post) return MethodNotAllowed(method, path, "POST");
+    return Call(jobs_, &JobService::PreviewSchedule, body_only);
+  }
+  if (!absl::ConsumePrefix(&rest, "/topics/")) return NoRoute(method, path);
+
+  // /topics/{topic}:redrive — a topic may hold ':', the verb is after the
+  // last one.
+  const size_t slash = rest.find('/');
+  if (slash == absl::string_view::npos) {
+    const size_t colon = rest.rfind(':');
+    if (colon == absl::string_view::npos ||
+        rest.substr(colon + 1) != "redrive") {
+      return NoRoute(method, path);
+    }
+    if (!post) return MethodNotAllowed(method, path, "POST");
+    const absl::string_view topic = rest.substr(0, colon);
+    return Call(jobs_, &JobService::Redrive, [&](v1::RedriveRequest& r) {
+      absl::Status s = FromBody(body, r);
+      return s.ok() ? FromPath("topic", topic, *r.mutable_topic()) : s;
+    });
+  }
+  const absl::string_view topic = rest.substr(0, slash);
+  rest.remove_prefix(slash);
+  if (rest == "/jobs") {
+    if (!get) return MethodNotAllowed(method, path, "GET");
+    return Call(jobs_, &JobService::ListJobs, [&](v1::ListJobsRequest& r) {
+      absl::Status s = FromQuery(query, r);
+      return s.ok() ? FromPath("topic", topic, *r.mutable_topic()) : s;
+    });
+  }
+  if (rest == "/jobs:cancelByPrefix") {
+    if (!post) return MethodNotAllowed(method, path, "POST");
+    return Call(
+        jobs_, &JobService::CancelByPrefix, [&](v1::CancelByPrefixRequest& r) {
+          absl::Status s = FromBody(body, r);
+          return s.ok() ? FromPath("topic", topic, *r.mutable_topic()) : s;
+        });
+  }
+  if (!absl::ConsumePrefix(&rest, "/jobs/")) return NoRoute(method, path);
+  if (get || method == "DELETE") {
+    const absl::string_view id = rest;  // all of it: ids may hold ':' and '/'
+    if (get) {
+      return Call(jobs_, &JobService::GetJob, [&](v1::GetJobRequest& r) {
+        return FromPath(topic, id, *r.mutable_key());
+      });
+    }
+    return Call(jobs_, &JobService::Cancel, [&](v1::CancelRequest& r) {
+      return FromPath(topic, id, *r.mutable_key());
+    });
+  }
+  const size_t colon = rest.rfind(':');
+  if (colon == absl::string_view::npos) {
+    return MethodNotAllowed(method, path, "GET, DELETE");
+  }
+  if (!post) return NoRoute(method, path);
+  const absl::string_view id = rest.substr(0, colon);
+  const absl::string_view verb = rest.substr(colon + 1);
+  const auto keyed = [&](auto& r) {
+    absl::Status s = FromBody(body, r);
+    return s.ok() ? FromPath(topic, id, *r.mutable_key()) : s;
+  };
+  if (verb == "reschedule") return Call(jobs_, &JobService::Reschedule, keyed);
+  if (verb == "pause") return Call(jobs_, &JobService::PauseJob, keyed);
+  if (verb == "resume") return Call(jobs_, &JobService::ResumeJob, keyed);
+  return NoRoute(method, path);
+}
+
+}  // namespace delayd::server

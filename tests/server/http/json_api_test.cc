@@ -1,0 +1,194 @@
+// JsonApi over a JobService (in-memory store, fake clock): the routing, the
+// path, query and body rules, and the status mapping. The real server over
+// HTTP is tests/e2e/http_api_test.py.
+#include "server/http/json_api.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/http/http_reply.h"
+#include "tests/server/core/job_service_test_util.h"
+
+namespace delayd::server::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class JsonApiTest : public JobServiceTest {
+ protected:
+  JsonApiTest() : api_(&service()) { api_.StartServing(); }
+
+  HttpReply Call(absl::string_view method, absl::string_view path,
+                 absl::string_view body = "", absl::string_view query = "") {
+    return api_.Handle(method, path, query, body);
+  }
+
+  JsonApi api_;
+};
+
+TEST_F(JsonApiTest, SchedulesGetsAndCancelsAJob) {
+  HttpReply r = Call("POST", "/api/v1/jobs",
+                     R"({"job": {"topic": "t", "id": "a/b: c", "delay": "60s",
+                                 "payload": "aGk="}})");
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_THAT(r.body, HasSubstr(R"("created":true)"));
+  EXPECT_EQ(Stored("t", "a/b: c")->job().payload(), "hi");
+
+  r = Call("GET", "/api/v1/topics/t/jobs/a/b: c");
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_THAT(r.body, HasSubstr(R"("state":"JOB_STATE_SCHEDULED")"));
+  EXPECT_THAT(r.body, HasSubstr(R"("attempts":0)"));  // zeros are shown
+
+  r = Call("POST", "/api/v1/topics/t/jobs/a/b: c:reschedule",
+           R"({"delay": "120s"})");
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_EQ(Ms(Stored("t", "a/b: c")->job().fire_at()), kStartMs + 120'000);
+
+  r = Call("DELETE", "/api/v1/topics/t/jobs/a/b: c");
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("CANCEL_OUTCOME_CANCELED"));
+  EXPECT_EQ(Call("GET", "/api/v1/topics/t/jobs/a/b: c").code, 404);
+}
+
+TEST_F(JsonApiTest, ATopicMayHoldAColonBeforeItsVerb) {
+  HttpReply r = Call("POST", "/api/v1/topics/a:b:redrive");
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_EQ(r.body, "{\"redriven\":\"0\"}\n");
+  MustSchedule("a:b", "x1", 60'000);
+  r = Call("POST", "/api/v1/topics/a:b/jobs:cancelByPrefix",
+           R"({"idPrefix": "x"})");
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_EQ(r.body, "{\"canceled\":\"1\"}\n");
+  EXPECT_FALSE(Stored("a:b", "x1").has_value());  // no --retention
+}
+
+TEST_F(JsonApiTest, RedriveTakesOneJobByItsExactId) {
+  PutRecord("t", "a", v1::JOB_STATE_DEAD, kStartMs);
+  PutRecord("t", "ab", v1::JOB_STATE_DEAD, kStartMs);
+  HttpReply r = Call("POST", "/api/v1/topics/t:redrive",
+                     R"({"id": "a", "idPrefix": "a"})");
+  EXPECT_EQ(r.code, 400);
+  EXPECT_THAT(r.body, HasSubstr("id: give id (one job) or id_prefix"));
+  r = Call("POST", "/api/v1/topics/t:redrive", R"({"id": "a"})");
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_EQ(r.body, "{\"redriven\":\"1\"}\n");
+  EXPECT_EQ(Stored("t", "a")->job().state(), v1::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(Stored("t", "ab")->job().state(), v1::JOB_STATE_DEAD);
+}
+
+TEST_F(JsonApiTest, QueryParametersReadAsTheirFields) {
+  for (const char* id : {"k1", "k2", "x1"}) MustSchedule("t", id, 60'000);
+  HttpReply r = Call("GET", "/api/v1/topics/t/jobs", "",
+                     "state=SCHEDULED&prefix=k&pageSize=1");
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_THAT(r.body, HasSubstr(R"("id":"k1")"));
+  EXPECT_THAT(r.body, Not(HasSubstr(R"("id":"k2")")));
+  EXPECT_THAT(r.body, Not(HasSubstr(R"("nextPageToken":"")")));
+
+  r = Call("GET", "/api/v1/topics/t/jobs", "",
+           "states=JOB_STATE_DEAD&include_payload=true");
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_EQ(r.body, "{\"jobs\":[],\"nextPageToken\":\"\"}\n");
+
+  // A value is read as a string: it cannot smuggle in another field.
+  r = Call("GET", "/api/v1/topics/t/jobs", "", "page_size=1,\"topic\":\"u\"");
+  EXPECT_EQ(r.code, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("query parameter 'page_size'"));
+
+  r = Call("GET", "/api/v1/topics/t/jobs", "", "include_payload=yes");
+  EXPECT_EQ(r.code, 400);
+  EXPECT_THAT(r.body, HasSubstr("must be true or false"));
+
+  r = Call("GET", "/api/v1/stats", "", "colour=red");
+  EXPECT_EQ(r.code, 400);
+  EXPECT_THAT(r.body, HasSubstr("'colour': unknown; this call takes topic"));
+}
+
+TEST_F(JsonApiTest, ThePathAndTheBodyMustAgreeOnTheKey) {
+  MustSchedule("t", "a", 60'000);
+  HttpReply r = Call("POST", "/api/v1/topics/t/jobs/a:reschedule",
+                     R"({"key": {"topic": "t", "id": "b"}, "delay": "1s"})");
+  EXPECT_EQ(r.code, 400);
+  EXPECT_THAT(r.body, HasSubstr("key.id: the path says \\\"a\\\""));
+  EXPECT_EQ(Ms(Stored("t", "a")->job().fire_at()), kStartMs + 60'000);
+}
+
+TEST_F(JsonApiTest, RefusalsCarryTheirStatusAndNameTheField) {
+  HttpReply r = Call("POST", "/api/v1/jobs", R"({"job": {"topic": "t!"}})");
+  EXPECT_EQ(r.code, 400);
+  EXPECT_THAT(r.body, HasSubstr(R"("status":"INVALID_ARGUMENT")"));
+  EXPECT_THAT(r.body, HasSubstr("job.topic"));
+
+  r = Call("POST", "/api/v1/jobs", "{not json");
+  EXPECT_EQ(r.code, 400);
+  EXPECT_THAT(r.body, HasSubstr("body: not a ScheduleRequest in JSON"));
+
+  r = Call("POST", "/api/v1/jobs", R"({"jobb": {}})");
+  EXPECT_EQ(r.code, 400) << r.body;
+
+  MustSchedule("t", "a", 60'000);
+  r = Call("POST", "/api/v1/jobs",
+           R"({"job": {"topic": "t", "id": "a", "delay": "5s"}})");
+  EXPECT_EQ(r.code, 409);
+  EXPECT_THAT(r.body, HasSubstr(R"("status":"ALREADY_EXISTS")"));
+
+  r = Call("POST", "/api/v1/topics/t/jobs/a:pause");
+  EXPECT_EQ(r.code, 400);
+  EXPECT_THAT(r.body, HasSubstr(R"("status":"FAILED_PRECONDITION")"));
+
+  EXPECT_EQ(Call("GET", "/api/v1/topics/t/jobs/nope").code, 404);
+}
+
+TEST_F(JsonApiTest, UnknownRoutesAndMethods) {
+  EXPECT_EQ(Call("GET", "/api/v1/nothing").code, 404);
+  EXPECT_EQ(Call("GET", "/api/v2/jobs").code, 404);
+  EXPECT_EQ(Call("POST", "/api/v1/topics/t:purge").code, 404);
+  EXPECT_EQ(Call("POST", "/api/v1/topics/t/jobs/a:explode").code, 404);
+
+  HttpReply r = Call("GET", "/api/v1/jobs");
+  EXPECT_EQ(r.code, 405);
+  EXPECT_EQ(r.allow, "POST");
+  r = Call("POST", "/api/v1/topics/t/jobs/a");
+  EXPECT_EQ(r.code, 405);
+  EXPECT_EQ(r.allow, "GET, DELETE");
+  EXPECT_EQ(Call("DELETE", "/api/v1/stats").allow, "GET");
+}
+
+TEST_F(JsonApiTest, AnswersUnavailableWhileNotServing) {
+  api_.StartDraining();
+  HttpReply r = Call("GET", "/api/v1/stats");
+  EXPECT_EQ(r.code, 503);
+  EXPECT_THAT(r.body, HasSubstr(R"("status":"UNAVAILABLE")"));
+}
+
+TEST(HttpReplyTest, CodesMapAsGoogleApisMapThem) {
+  using absl::StatusCode;
+  EXPECT_EQ(HttpStatusOf(StatusCode::kInvalidArgument), 400);
+  EXPECT_EQ(HttpStatusOf(StatusCode::kFailedPrecondition), 400);
+  EXPECT_EQ(HttpStatusOf(StatusCode::kUnauthenticated), 401);
+  EXPECT_EQ(HttpStatusOf(StatusCode::kPermissionDenied), 403);
+  EXPECT_EQ(HttpStatusOf(StatusCode::kNotFound), 404);
+  EXPECT_EQ(HttpStatusOf(StatusCode::kAlreadyExists), 409);
+  EXPECT_EQ(HttpStatusOf(StatusCode::kResourceExhausted), 429);
+  EXPECT_EQ(HttpStatusOf(StatusCode::kUnavailable), 503);
+  EXPECT_EQ(HttpStatusOf(StatusCode::kDeadlineExceeded), 504);
+  EXPECT_EQ(HttpStatusOf(StatusCode::kInternal), 500);
+}
+
+TEST(HttpReplyTest, JsonQuoteEscapesMarkupControlsAndBadUtf8) {
+  EXPECT_EQ(JsonQuote("<script>\"\\\n"), R"("\u003cscript\u003e\"\\\u000a")");
+  EXPECT_EQ(JsonQuote("caf\xc3\xa9 \xe2\x82\xac"),
+            "\"caf\xc3\xa9 \xe2\x82\xac\"");
+  // A lone continuation byte, an overlong '/', a surrogate.
+  EXPECT_EQ(JsonQuote("a\x80"
+                      "b\xc0\xaf"
+                      "c\xed\xa0\x80"),
+            R"("a\ufffdb\ufffd\ufffdc\ufffd\ufffd\ufffd")");
+}
+
+}  // namespace
+}  // namespace delayd::server::testing
