@@ -9,12 +9,15 @@ packages=(
   cmake make g++ pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev librocksdb-dev prometheus-cpp-dev libjemalloc-dev
+  libcivetweb-dev  # the HTTP server (also brought by prometheus-cpp-dev)
   # run: the IANA time zones of cron schedules (Abseil reads the system's)
   tzdata
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang-format
   clang  # scripts/thread-safety.sh
   python3 python3-grpcio python3-protobuf
+  # the web console's browser test: headless Chromium driven by Selenium
+  chromium chromium-driver python3-selenium fonts-liberation
   # deploy checks: promtool, systemd-analyze
   prometheus systemd
 )

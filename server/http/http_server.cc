@@ -9,24 +9,39 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+#include "server/http/console_files.h"
 #include "server/http/http_reply.h"
 
 namespace delayd::server {
 namespace {
 
-void Send(mg_connection* conn, const HttpReply& reply) {
+constexpr char kPolicy[] =
+    "default-src 'self'; script-src 'self'; style-src 'self'; "
+    "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'";
+
+// HEAD: the headers of the reply, without its body.
+void Send(mg_connection* conn, const HttpReply& reply, bool head) {
   mg_response_header_start(conn, reply.code);
   mg_response_header_add(conn, "Content-Type", reply.content_type.c_str(), -1);
   const std::string length = absl::StrCat(reply.body.size());
   mg_response_header_add(conn, "Content-Length", length.c_str(), -1);
   mg_response_header_add(conn, "Cache-Control", "no-store", -1);
+  // The console's pages run only their own script and style (no inline
+  // code: a job's id or payload that slipped into a page would not run),
+  // and no other site frames them.
+  mg_response_header_add(conn, "Content-Security-Policy", kPolicy, -1);
   mg_response_header_add(conn, "X-Content-Type-Options", "nosniff", -1);
+  mg_response_header_add(conn, "X-Frame-Options", "DENY", -1);
+  mg_response_header_add(conn, "Referrer-Policy", "no-referrer", -1);
   if (!reply.allow.empty()) {
     mg_response_header_add(conn, "Allow", reply.allow.c_str(), -1);
   }
   mg_response_header_send(conn);
-  mg_write(conn, reply.body.data(), reply.body.size());
+  if (!head) mg_write(conn, reply.body.data(), reply.body.size());
 }
 
 // The request body, or 413 past JsonApi::kMaxBodyBytes.
@@ -62,14 +77,22 @@ class AnyMethod : public CivetHandler {
     return Serve(c);
   }
   bool handlePatch(CivetServer*, mg_connection* c) override { return Serve(c); }
+  bool handleHead(CivetServer*, mg_connection* c) override { return Serve(c); }
+  bool handleOptions(CivetServer*, mg_connection* c) override {
+    return Serve(c);
+  }
 
  private:
   bool Serve(mg_connection* conn) {
     const mg_request_info* info = mg_get_request_info(conn);
+    // HEAD is GET without the body.
+    const bool head = absl::string_view(info->request_method) == "HEAD";
+    const char* path = info->local_uri_raw;
+    const char* query = info->query_string;
     Send(conn,
-         Reply(info->request_method,
-               info->local_uri_raw != nullptr ? info->local_uri_raw : "",
-               info->query_string != nullptr ? info->query_string : "", conn));
+         Reply(head ? "GET" : info->request_method, path != nullptr ? path : "",
+               query != nullptr ? query : "", conn),
+         head);
     return true;
   }
   virtual HttpReply Reply(absl::string_view method, absl::string_view path,
@@ -124,16 +147,55 @@ class ApiHandler : public AnyMethod {
                         absl::StrCat("body: must be at most ",
                                      JsonApi::kMaxBodyBytes, " bytes"));
     }
-    return api_->Handle(method, path, query, *body);
+    const char* csrf = mg_get_header(conn, "X-CSRF-Token");
+    HttpRequest request;
+    request.method = method;
+    request.path = path;
+    request.query = query;
+    request.body = *body;
+    request.from_browser = mg_get_header(conn, "Origin") != nullptr ||
+                           mg_get_header(conn, "Sec-Fetch-Site") != nullptr;
+    request.csrf_token = csrf != nullptr ? csrf : "";
+    return api_->Handle(request);
   }
   const JsonApi* const api_;
 };
 
-class NotFoundHandler : public AnyMethod {
+// "/": the console's page, with the CSRF token in it; "/console/<name>":
+// its other files; anything else: 404.
+class ConsoleHandler : public AnyMethod {
+ public:
+  explicit ConsoleHandler(const JsonApi* api)
+      : index_(absl::StrReplaceAll(FindEmbeddedFile("index.html")->bytes,
+                                   {{"{{CSRF_TOKEN}}", api->csrf_token()}})) {}
+
+ private:
   HttpReply Reply(absl::string_view method, absl::string_view path,
                   absl::string_view, mg_connection*) override {
-    return NoRoute(method, path);
+    HttpReply reply;
+    absl::string_view name = path;
+    if (path == "/" || path == "/index.html") {
+      reply.body = index_;
+      name = "index.html";
+    } else if (absl::ConsumePrefix(&name, "/console/") &&
+               name != "index.html" && FindEmbeddedFile(name) != nullptr) {
+      reply.body = std::string(FindEmbeddedFile(name)->bytes);
+    } else {
+      return NoRoute(method, path);
+    }
+    if (method != "GET") return MethodNotAllowed(method, path, "GET");
+    reply.content_type = ContentTypeOf(name);
+    return reply;
   }
+
+  static std::string ContentTypeOf(absl::string_view name) {
+    if (absl::EndsWith(name, ".html")) return "text/html; charset=utf-8";
+    if (absl::EndsWith(name, ".js")) return "text/javascript; charset=utf-8";
+    if (absl::EndsWith(name, ".css")) return "text/css; charset=utf-8";
+    return "application/octet-stream";
+  }
+
+  const std::string index_;
 };
 
 }  // namespace
@@ -144,7 +206,11 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   const std::vector<std::string> options = {
       "listening_ports", listen, "num_threads", absl::StrCat(kThreads),
       // A request that has not arrived whole in this time is dropped.
-      "request_timeout_ms", "30000"};
+      "request_timeout_ms", "30000",
+      // Paths reach the handlers as sent: JsonApi splits them, then decodes
+      // topic and id (a decoded %00 would end CivetWeb's C string, and %2F
+      // would split an id).
+      "decode_url", "no"};
   try {
     // CivetWeb reports a bind failure by throwing from the constructor.
     server->civet_ = std::make_unique<CivetServer>(options);
@@ -159,7 +225,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   add("/metrics", std::make_unique<MetricsHandler>(metrics));
   add("/healthz", std::make_unique<HealthHandler>(api));
   add(std::string(JsonApi::kPrefix).c_str(), std::make_unique<ApiHandler>(api));
-  add("/", std::make_unique<NotFoundHandler>());
+  add("/", std::make_unique<ConsoleHandler>(api));
   const std::vector<int> ports = server->civet_->getListeningPorts();
   server->port_ = ports.empty() ? 0 : ports.front();
   return server;

@@ -1,8 +1,11 @@
 // HttpServer: delayd's one HTTP server, CivetWeb on --http-listen. It
 // serves /metrics (Metrics::Scrape, the Prometheus text format), /healthz
-// (200 "SERVING" once the JSON API serves, else 503) and the JSON API under
-// /api/v1 (JsonApi); anything else is a JSON 404. Owns its CivetServer;
-// borrows `metrics` and `api`, which must outlive it.
+// (200 "SERVING" once the JSON API serves, else 503), the JSON API under
+// /api/v1 (JsonApi) and the web console: "/" its page (console_files.h,
+// with JsonApi's CSRF token put in), "/console/<file>" its script and
+// style; anything else is a JSON 404. Every reply carries a Content-
+// Security-Policy that lets a page run only the console's own files. Owns
+// its CivetServer; borrows `metrics` and `api`, which must outlive it.
 //
 // Thread-safe: CivetWeb's kThreads workers run the handlers, one request
 // each at a time; a call that waits (a synced write) holds its worker.

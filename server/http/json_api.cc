@@ -1,9 +1,11 @@
 #include "server/http/json_api.h"
 
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -17,14 +19,35 @@ namespace {
 
 namespace pb = google::protobuf;
 
+// 128 random bits, as hex.
+std::string NewToken() {
+  std::random_device random;  // /dev/urandom
+  std::string token;
+  for (int i = 0; i < 4; ++i) {
+    absl::StrAppend(&token, absl::Hex(random(), absl::kZeroPad8));
+  }
+  return token;
+}
+
+// Compares in time independent of where they differ.
+bool SameToken(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
+
 std::string Text(pb::StringPiece s) { return std::string(s.data(), s.size()); }
 
-// `s` percent-decoded ('+' is a space, as in a form).
-std::string Decode(absl::string_view s) {
+// `s` percent-decoded, in a query ('+' is a space, as in a form) or a
+// path. A '%' not followed by two hex digits stays as it is.
+std::string Decode(absl::string_view s, bool query = true) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
+    if (query && s[i] == '+') {
       out += ' ';
     } else if (s[i] == '%' && i + 2 < s.size() &&
                absl::ascii_isxdigit(s[i + 1]) &&
@@ -48,6 +71,7 @@ std::string Decode(absl::string_view s) {
 // that it is read exactly as in a body.
 absl::Status FromQuery(absl::string_view query, pb::Message& request) {
   const pb::Descriptor* d = request.GetDescriptor();
+  absl::flat_hash_set<const pb::FieldDescriptor*> seen;
   for (absl::string_view pair : absl::StrSplit(query, '&', absl::SkipEmpty())) {
     const size_t eq = pair.find('=');
     std::string name = Decode(pair.substr(0, eq));
@@ -72,6 +96,10 @@ absl::Status FromQuery(absl::string_view query, pb::Message& request) {
       }
       return absl::InvalidArgumentError(
           absl::StrCat(field, ": unknown; this call takes ", known));
+    }
+    if (!f->is_repeated() && !seen.insert(f).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": given twice (it takes one value)"));
     }
     std::string json;
     if (f->type() == pb::FieldDescriptor::TYPE_BOOL) {
@@ -101,6 +129,16 @@ absl::Status FromQuery(absl::string_view query, pb::Message& request) {
     request.MergeFrom(*one);
   }
   return absl::OkStatus();
+}
+
+// A call whose request is its path and body takes no query.
+absl::Status NoQuery(absl::string_view query) {
+  if (query.empty()) return absl::OkStatus();
+  const std::string name = Decode(query.substr(0, query.find_first_of("=&")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("query parameter '", name,
+                   "': this call takes none (its request is the path and "
+                   "the body)"));
 }
 
 absl::Status FromBody(absl::string_view body, pb::Message& request) {
@@ -164,18 +202,33 @@ HttpReply Call(JobService* jobs,
 
 }  // namespace
 
-HttpReply JsonApi::Handle(absl::string_view method, absl::string_view path,
-                          absl::string_view query,
-                          absl::string_view body) const {
+JsonApi::JsonApi(JobService* jobs) : jobs_(jobs), csrf_token_(NewToken()) {}
+
+HttpReply JsonApi::Handle(const HttpRequest& request) const {
+  const absl::string_view method = request.method;
+  const absl::string_view path = request.path;
+  const absl::string_view query = request.query;
+  const absl::string_view body = request.body;
   if (!serving()) {
     return ErrorReply(absl::UnavailableError(
         "the server is not serving (starting, or shutting down)"));
+  }
+  const bool changes_state = method == "POST" || method == "DELETE" ||
+                             method == "PUT" || method == "PATCH";
+  if (changes_state && request.from_browser &&
+      !SameToken(request.csrf_token, csrf_token_)) {
+    return ErrorReply(absl::PermissionDeniedError(
+        "X-CSRF-Token: a call from a browser that changes state must carry "
+        "the console's token (GET / holds it)"));
   }
   absl::string_view rest = path;
   if (!absl::ConsumePrefix(&rest, kPrefix)) return NoRoute(method, path);
   const bool get = method == "GET";
   const bool post = method == "POST";
-  const auto body_only = [&](auto& request) { return FromBody(body, request); };
+  const auto body_only = [&](auto& request) {
+    absl::Status s = NoQuery(query);
+    return s.ok() ? FromBody(body, request) : s;
+  };
 
   if (rest == "/jobs") {
     if (!post) return MethodNotAllowed(method, path, "POST");
@@ -206,13 +259,13 @@ HttpReply JsonApi::Handle(absl::string_view method, absl::string_view path,
       return NoRoute(method, path);
     }
     if (!post) return MethodNotAllowed(method, path, "POST");
-    const absl::string_view topic = rest.substr(0, colon);
+    const std::string topic = Decode(rest.substr(0, colon), false);
     return Call(jobs_, &JobService::Redrive, [&](v1::RedriveRequest& r) {
-      absl::Status s = FromBody(body, r);
+      absl::Status s = body_only(r);
       return s.ok() ? FromPath("topic", topic, *r.mutable_topic()) : s;
     });
   }
-  const absl::string_view topic = rest.substr(0, slash);
+  const std::string topic = Decode(rest.substr(0, slash), false);
   rest.remove_prefix(slash);
   if (rest == "/jobs") {
     if (!get) return MethodNotAllowed(method, path, "GET");
@@ -225,37 +278,40 @@ HttpReply JsonApi::Handle(absl::string_view method, absl::string_view path,
     if (!post) return MethodNotAllowed(method, path, "POST");
     return Call(
         jobs_, &JobService::CancelByPrefix, [&](v1::CancelByPrefixRequest& r) {
-          absl::Status s = FromBody(body, r);
+          absl::Status s = body_only(r);
           return s.ok() ? FromPath("topic", topic, *r.mutable_topic()) : s;
         });
   }
   if (!absl::ConsumePrefix(&rest, "/jobs/")) return NoRoute(method, path);
   if (get || method == "DELETE") {
-    const absl::string_view id = rest;  // all of it: ids may hold ':' and '/'
-    if (get) {
-      return Call(jobs_, &JobService::GetJob, [&](v1::GetJobRequest& r) {
-        return FromPath(topic, id, *r.mutable_key());
-      });
-    }
-    return Call(jobs_, &JobService::Cancel, [&](v1::CancelRequest& r) {
-      return FromPath(topic, id, *r.mutable_key());
-    });
+    // All of the rest: ids may hold ':' and '/'.
+    const std::string id = Decode(rest, false);
+    const auto by_path = [&](auto& r) {
+      absl::Status s = NoQuery(query);
+      return s.ok() ? FromPath(topic, id, *r.mutable_key()) : s;
+    };
+    if (get) return Call(jobs_, &JobService::GetJob, by_path);
+    return Call(jobs_, &JobService::Cancel, by_path);
   }
   const size_t colon = rest.rfind(':');
-  if (colon == absl::string_view::npos) {
-    return MethodNotAllowed(method, path, "GET, DELETE");
+  const absl::string_view verb =
+      colon == absl::string_view::npos ? "" : rest.substr(colon + 1);
+  if (verb != "cancel" && verb != "reschedule" && verb != "pause" &&
+      verb != "resume") {
+    return colon == absl::string_view::npos
+               ? MethodNotAllowed(method, path, "GET, DELETE")
+               : NoRoute(method, path);
   }
-  if (!post) return NoRoute(method, path);
-  const absl::string_view id = rest.substr(0, colon);
-  const absl::string_view verb = rest.substr(colon + 1);
+  if (!post) return MethodNotAllowed(method, path, "POST");
+  const std::string id = Decode(rest.substr(0, colon), false);
   const auto keyed = [&](auto& r) {
-    absl::Status s = FromBody(body, r);
+    absl::Status s = body_only(r);
     return s.ok() ? FromPath(topic, id, *r.mutable_key()) : s;
   };
+  if (verb == "cancel") return Call(jobs_, &JobService::Cancel, keyed);
   if (verb == "reschedule") return Call(jobs_, &JobService::Reschedule, keyed);
   if (verb == "pause") return Call(jobs_, &JobService::PauseJob, keyed);
-  if (verb == "resume") return Call(jobs_, &JobService::ResumeJob, keyed);
-  return NoRoute(method, path);
+  return Call(jobs_, &JobService::ResumeJob, keyed);
 }
 
 }  // namespace delayd::server

@@ -1,15 +1,17 @@
 // JsonApi: the HTTP/JSON face of the JobService, beside the gRPC one
 // (rpc/): the same calls, their messages in protobuf's JSON mapping, the
 // JobService's status mapped to an HTTP status in one place (http_reply.h).
-// It knows nothing of sockets: HttpServer hands it the method, the decoded
-// path, the raw query string and the body, so tests drive it directly.
+// It knows nothing of sockets: HttpServer hands it an HttpRequest (the path
+// and query as sent, the body), so tests drive it directly.
 //
 // Routes (under /api/v1; {id} is the rest of the path, so it may hold '/';
-// a custom verb follows the last ':' of the path):
+// a custom verb follows the last ':' of the path; topic and id are
+// percent-decoded after the path is split, so %2F and %3A are in them):
 //   POST   /jobs                                  Schedule
 //   POST   /jobs:batch                            ScheduleBatch
 //   GET    /topics/{topic}/jobs/{id}              GetJob
 //   DELETE /topics/{topic}/jobs/{id}              Cancel
+//   POST   /topics/{topic}/jobs/{id}:cancel       Cancel (for forms)
 //   POST   /topics/{topic}/jobs/{id}:reschedule   Reschedule
 //   POST   /topics/{topic}/jobs/{id}:pause        PauseJob
 //   POST   /topics/{topic}/jobs/{id}:resume       ResumeJob
@@ -20,12 +22,19 @@
 //   POST   /recurrences:preview                   PreviewSchedule
 // A POST body is the rpc's request message as JSON (empty: all defaults);
 // the topic and id in the path fill its key, and a body naming another is
-// refused. A GET takes the request's fields as query parameters, named as
+// refused; a query is refused too. A GET takes the request's fields as
+// query parameters (each once, but `state`), named as
 // in the proto or in JSON (`state` and `prefix` are short for `states` and
 // `id_prefix`; an enum value may drop its prefix: state=DEAD). The reply
 // is the response message as JSON, every field shown (zeros too). bytes
 // fields (payload) are base64, as the JSON mapping says. Streaming delivery
 // (Subscribe, Ack) stays gRPC-only.
+//
+// CSRF: a call that may change state (POST, DELETE, PUT, PATCH) made by a
+// browser (it sends Origin or Sec-Fetch-Site) must carry the header
+// X-CSRF-Token with csrf_token(), which only the console's own page holds
+// (HttpServer puts it in index.html); else 403. Scripts and services (curl, no
+// such headers) need no token.
 //
 // Until StartServing, and from StartDraining on, every call answers 503.
 // Thread-safe.
@@ -34,12 +43,23 @@
 
 #include <atomic>
 #include <cstddef>
+#include <string>
 
 #include "absl/strings/string_view.h"
 #include "server/core/job_service.h"
 #include "server/http/http_reply.h"
 
 namespace delayd::server {
+
+// One HTTP request as JsonApi reads it.
+struct HttpRequest {
+  absl::string_view method;
+  absl::string_view path;   // as sent (percent-encoded), from kPrefix on
+  absl::string_view query;  // raw, after '?'; "" if none
+  absl::string_view body;
+  bool from_browser = false;     // it had Origin or Sec-Fetch-Site
+  absl::string_view csrf_token;  // its X-CSRF-Token header
+};
 
 class JsonApi {
  public:
@@ -48,8 +68,8 @@ class JsonApi {
   static constexpr size_t kMaxBodyBytes = size_t{16} << 20;
   static constexpr absl::string_view kPrefix = "/api/v1";
 
-  // `jobs` must outlive the api.
-  explicit JsonApi(JobService* jobs) : jobs_(jobs) {}
+  // `jobs` must outlive the api. Draws a new random CSRF token.
+  explicit JsonApi(JobService* jobs);
   JsonApi(const JsonApi&) = delete;
   JsonApi& operator=(const JsonApi&) = delete;
 
@@ -57,13 +77,14 @@ class JsonApi {
   void StartDraining() { serving_.store(false); }
   bool serving() const { return serving_.load(); }
 
-  // One call: `path` starts with kPrefix and is percent-decoded; `query` is
-  // the raw query string (after '?', "" if none).
-  HttpReply Handle(absl::string_view method, absl::string_view path,
-                   absl::string_view query, absl::string_view body) const;
+  // 32 hex digits, fixed for the process.
+  const std::string& csrf_token() const { return csrf_token_; }
+
+  HttpReply Handle(const HttpRequest& request) const;
 
  private:
   JobService* const jobs_;
+  const std::string csrf_token_;
   std::atomic<bool> serving_{false};
 };
 

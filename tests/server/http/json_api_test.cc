@@ -24,7 +24,12 @@ class JsonApiTest : public JobServiceTest {
 
   HttpReply Call(absl::string_view method, absl::string_view path,
                  absl::string_view body = "", absl::string_view query = "") {
-    return api_.Handle(method, path, query, body);
+    HttpRequest request;
+    request.method = method;
+    request.path = path;
+    request.query = query;
+    request.body = body;
+    return api_.Handle(request);
   }
 
   JsonApi api_;
@@ -103,9 +108,40 @@ TEST_F(JsonApiTest, QueryParametersReadAsTheirFields) {
   EXPECT_EQ(r.code, 400);
   EXPECT_THAT(r.body, HasSubstr("must be true or false"));
 
+  r = Call("GET", "/api/v1/stats", "", "topic=t&topic=u");
+  EXPECT_EQ(r.code, 400);
+  EXPECT_THAT(r.body, HasSubstr("'topic': given twice"));
+
+  // A call whose request is its path and body takes no query.
+  r = Call("POST", "/api/v1/jobs",
+           R"({"job": {"topic": "t", "id": "q", "delay": "1s"}})",
+           "if_exists=IF_EXISTS_REPLACE");
+  EXPECT_EQ(r.code, 400);
+  EXPECT_THAT(r.body, HasSubstr("'if_exists': this call takes none"));
+  EXPECT_FALSE(Stored("t", "q").has_value());
+  EXPECT_EQ(Call("GET", "/api/v1/topics/t/jobs/k1", "", "x=1").code, 400);
+
   r = Call("GET", "/api/v1/stats", "", "colour=red");
   EXPECT_EQ(r.code, 400);
   EXPECT_THAT(r.body, HasSubstr("'colour': unknown; this call takes topic"));
+}
+
+TEST_F(JsonApiTest, TopicAndIdAreDecodedAfterThePathIsSplit) {
+  MustSchedule("t", "a", 60'000);
+  MustSchedule("t", "a/b:c", 60'000);
+  // %2F and %3A belong to the id; a NUL is refused, not cut at.
+  HttpReply r = Call("GET", "/api/v1/topics/t/jobs/a%2Fb%3Ac");
+  EXPECT_EQ(r.code, 200) << r.body;
+  r = Call("POST", "/api/v1/topics/t/jobs/a%2Fb%3Ac:reschedule",
+           R"({"delay": "5s"})");
+  EXPECT_EQ(r.code, 200) << r.body;
+  EXPECT_EQ(Ms(Stored("t", "a/b:c")->job().fire_at()), kStartMs + 5'000);
+  r = Call("DELETE", "/api/v1/topics/t/jobs/a%00b");
+  EXPECT_EQ(r.code, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("key.id"));
+  EXPECT_EQ(Stored("t", "a")->job().state(), v1::JOB_STATE_SCHEDULED);
+  r = Call("GET", "/api/v1/topics/t%00x/jobs");
+  EXPECT_EQ(r.code, 400) << r.body;
 }
 
 TEST_F(JsonApiTest, ThePathAndTheBodyMustAgreeOnTheKey) {
@@ -156,6 +192,39 @@ TEST_F(JsonApiTest, UnknownRoutesAndMethods) {
   EXPECT_EQ(r.code, 405);
   EXPECT_EQ(r.allow, "GET, DELETE");
   EXPECT_EQ(Call("DELETE", "/api/v1/stats").allow, "GET");
+  r = Call("PUT", "/api/v1/topics/t/jobs/a:reschedule");
+  EXPECT_EQ(r.code, 405);
+  EXPECT_EQ(r.allow, "POST");
+}
+
+TEST_F(JsonApiTest, ABrowsersCallThatChangesStateNeedsTheCsrfToken) {
+  MustSchedule("t", "a", 60'000);
+  HttpRequest request;
+  request.method = "POST";
+  request.path = "/api/v1/topics/t/jobs/a:cancel";
+  request.from_browser = true;
+  HttpReply r = api_.Handle(request);
+  EXPECT_EQ(r.code, 403);
+  EXPECT_THAT(r.body, HasSubstr("X-CSRF-Token"));
+  const std::string wrong(api_.csrf_token().size(), '0');
+  request.csrf_token = wrong;
+  EXPECT_EQ(api_.Handle(request).code, 403);
+  ASSERT_TRUE(Stored("t", "a").has_value());  // nothing changed
+
+  request.method = "GET";  // reads need none
+  request.path = "/api/v1/topics/t/jobs/a";
+  EXPECT_EQ(api_.Handle(request).code, 200);
+  request.method = "OPTIONS";  // nor a method no route takes
+  EXPECT_EQ(api_.Handle(request).code, 405);
+
+  request.method = "POST";
+  request.path = "/api/v1/topics/t/jobs/a:cancel";
+  request.csrf_token = api_.csrf_token();
+  r = api_.Handle(request);
+  EXPECT_EQ(r.code, 200) << r.body;
+  EXPECT_FALSE(Stored("t", "a").has_value());
+  EXPECT_EQ(api_.csrf_token().size(), 32u);
+  EXPECT_NE(JsonApi(&service()).csrf_token(), api_.csrf_token());
 }
 
 TEST_F(JsonApiTest, AnswersUnavailableWhileNotServing) {
