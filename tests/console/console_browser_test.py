@@ -23,12 +23,9 @@ import datetime
 import importlib.util
 import json
 import os
-import re
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 import urllib.error
@@ -58,56 +55,6 @@ def load_module(name, path):
     return module
 
 
-class Server:
-    """delayd as a child process, gRPC and HTTP on free loopback ports."""
-
-    def __init__(self, binary, data_dir):
-        self.proc = subprocess.Popen(
-            [binary, "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
-             "--data-dir=" + data_dir],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True)
-        self.log = []
-        self.grpc = self.http = None
-        self._listening = threading.Event()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
-
-    def _read_stderr(self):
-        for line in self.proc.stderr:
-            self.log.append(line)
-            m = re.search(r"delayd: listening grpc=(\S+) http=(\S+)", line)
-            if m and self.grpc is None:
-                self.grpc, self.http = m.group(1), m.group(2)
-                self._listening.set()
-        self._listening.set()  # exited
-
-    def wait_serving(self, timeout):
-        self._listening.wait(timeout)
-        if self.http is None:
-            raise RuntimeError("delayd did not report its addresses; log:\n" +
-                               "".join(self.log))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(
-                        "http://%s/healthz" % self.http, timeout=1) as r:
-                    if r.status == 200 and r.read().startswith(b"SERVING"):
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("delayd did not answer 200 SERVING on /healthz")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 def start_browser():
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -131,7 +78,7 @@ class Steps:
 
     def __init__(self, driver, server, client, pb, out_dir):
         self.d = driver
-        self.base = "http://%s" % server.http
+        self.base = "http://%s" % server.http_address
         self.c = client
         self.pb = pb
         self.out_dir = out_dir
@@ -485,11 +432,11 @@ def main():
     passed, failed = 0, 0
     with tempfile.TemporaryDirectory(prefix="delayd-console-") as tmp:
         pb, _ = e2e.generate(args.proto_dir, tmp)
-        server = Server(args.delayd, os.path.join(tmp, "data"))
+        server = e2e.Server(args.delayd, os.path.join(tmp, "data"))
         driver = None
         try:
-            server.wait_serving(30)
-            channel = e2e.grpc.insecure_channel(server.grpc)
+            server.wait_http_serving(30)
+            channel = e2e.grpc.insecure_channel(server.address)
             driver = start_browser()
             steps = Steps(driver, server, Client(channel, pb), pb,
                           args.out_dir)
@@ -514,7 +461,10 @@ def main():
         finally:
             if driver is not None:
                 driver.quit()
-            server.stop()
+            try:
+                server.stop(signal.SIGTERM)
+            finally:
+                server.kill()
             if failed:
                 print("delayd log:\n" + "".join(server.log))
     print("%d passed, %d failed" % (passed, failed))

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """End to end through the HTTP/JSON API of the real delayd binary.
 
-Every route of server/http/json_api.h over plain HTTP (urllib, standard
-library only): its success reply in protobuf's JSON mapping, its refusals
+Every route of server/http/json_api.h over plain HTTP (urllib; the server
+process is python_client_test.py's Server): its success reply in protobuf's JSON mapping, its refusals
 (HTTP status, the error body's status, the field its message names), and
 ListJobs paging. Also: ids with '/', ':', '%' and spaces percent-encoded in
 the path, a path key and a body key that disagree, a <script> id and payload
@@ -17,14 +17,12 @@ failure.
 import argparse
 import base64
 import datetime
+import importlib.util
 import json
 import os
-import re
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 import urllib.error
@@ -32,48 +30,9 @@ import urllib.parse
 import urllib.request
 
 API = "/api/v1"
+HERE = os.path.dirname(os.path.abspath(__file__))
 HTTP_TIMEOUT = 30  # seconds, every request
 MAX_BODY = 16 << 20  # JsonApi::kMaxBodyBytes
-
-
-class Server:
-    """The delayd binary as a child process on free loopback ports."""
-
-    def __init__(self, binary, data_dir):
-        self.proc = subprocess.Popen(
-            [binary, "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
-             "--data-dir=" + data_dir],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True)
-        self.log = []
-        self.http_address = None
-        self._listening = threading.Event()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
-
-    def _read_stderr(self):
-        for line in self.proc.stderr:
-            self.log.append(line)
-            m = re.search(r"delayd: listening grpc=(\S+) http=(\S+)", line)
-            if m and self.http_address is None:
-                self.http_address = m.group(2)
-                self._listening.set()
-        self._listening.set()  # exited
-
-    def wait_listening(self, timeout):
-        self._listening.wait(timeout)
-        if self.http_address is None:
-            raise RuntimeError("delayd did not report its address; log:\n" +
-                               "".join(self.log))
-        return self.http_address
-
-    def stop(self, sig, timeout=30):
-        self.proc.send_signal(sig)
-        return self.proc.wait(timeout)
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 class Reply:
@@ -691,9 +650,14 @@ def main():
 
     passed, failed = 0, 0
     with tempfile.TemporaryDirectory(prefix="delayd-http-") as tmp:
-        server = Server(args.delayd, os.path.join(tmp, "data"))
+        e2e = importlib.util.spec_from_file_location(
+            "python_client_test", os.path.join(HERE, "python_client_test.py"))
+        client = importlib.util.module_from_spec(e2e)
+        e2e.loader.exec_module(client)
+        server = client.Server(args.delayd, os.path.join(tmp, "data"))
         try:
-            http = Http(server.wait_listening(30))
+            server.wait_listening(30)
+            http = Http(server.http_address)
             wait_serving(http, 30)
             checks = Checks(http)
             for name in [n for n in vars(Checks) if n.startswith("check_")]:

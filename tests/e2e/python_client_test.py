@@ -26,6 +26,8 @@ import threading
 import time
 import traceback
 import types
+import urllib.error
+import urllib.request
 
 import datetime
 import zoneinfo
@@ -68,16 +70,18 @@ def generate(proto_dir, out_dir):
 
 
 class Server:
-    """The delayd binary as a child process on free loopback ports."""
+    """The delayd binary as a child process, gRPC and HTTP on free loopback
+    ports (also used by http_api_test.py and the console's browser test)."""
 
     def __init__(self, binary, data_dir):
         self.proc = subprocess.Popen(
-            [binary, "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
+            [binary, "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
              "--data-dir=" + data_dir],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True)
         self.log = []
-        self.address = None
+        self.address = None  # gRPC
+        self.http_address = None
         self._listening = threading.Event()
         threading.Thread(target=self._read_stderr, daemon=True).start()
 
@@ -86,7 +90,7 @@ class Server:
             self.log.append(line)
             m = re.search(r"delayd: listening grpc=(\S+) http=(\S+)", line)
             if m and self.address is None:
-                self.address = m.group(1)
+                self.address, self.http_address = m.group(1), m.group(2)
                 self._listening.set()
         self._listening.set()  # exited
 
@@ -96,6 +100,23 @@ class Server:
             raise RuntimeError("delayd did not report its address; log:\n" +
                                "".join(self.log))
         return self.address
+
+    def wait_http_serving(self, timeout):
+        """Waits for the addresses, then for /healthz to answer 200
+        SERVING (recovery done); returns the HTTP address."""
+        self.wait_listening(timeout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(
+                        "http://%s/healthz" % self.http_address,
+                        timeout=1) as r:
+                    if r.status == 200 and r.read().startswith(b"SERVING"):
+                        return self.http_address
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("delayd did not answer 200 SERVING on /healthz")
 
     def stop(self, sig, timeout=30):
         self.proc.send_signal(sig)
