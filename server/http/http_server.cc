@@ -3,6 +3,7 @@
 #include <CivetServer.h>
 #include <civetweb.h>
 
+#include <algorithm>
 #include <exception>
 #include <optional>
 #include <string>
@@ -66,10 +67,34 @@ std::optional<std::string> ReadBody(mg_connection* conn) {
   return body;
 }
 
+// Whether `host` (a Host header, or a listen address: name or address,
+// with or without its port) names this machine's loopback.
+bool IsLoopback(absl::string_view host) {
+  if (absl::ConsumePrefix(&host, "[")) {
+    host = host.substr(0, host.find(']'));  // [::1]:9400
+  } else if (host.find(':') == host.rfind(':')) {
+    // name:port or name (a bare IPv6 address, "::1", has more colons)
+    host = host.substr(0, host.find(':'));
+  }
+  // 127.x.y.z as an address, not a name that starts so
+  // ("127.0.0.1.example.com" is the attacker's); browsers resolve
+  // *.localhost to loopback themselves.
+  const bool ipv4_loopback =
+      absl::StartsWith(host, "127.") &&
+      host.find_first_not_of("0123456789.") == absl::string_view::npos &&
+      std::count(host.begin(), host.end(), '.') == 3;
+  return ipv4_loopback || host == "localhost" ||
+         absl::EndsWith(host, ".localhost") || host == "::1";
+}
+
 // One handler for every method: each route checks its own (and answers
-// 405 naming the ones it takes).
+// 405 naming the ones it takes). A server on loopback answers only requests
+// whose Host names loopback: a page of another site whose name was
+// rebound to 127.0.0.1 (DNS rebinding) sends that name, and is refused.
 class AnyMethod : public CivetHandler {
  public:
+  explicit AnyMethod(bool loopback) : loopback_(loopback) {}
+
   bool handleGet(CivetServer*, mg_connection* c) override { return Serve(c); }
   bool handlePost(CivetServer*, mg_connection* c) override { return Serve(c); }
   bool handlePut(CivetServer*, mg_connection* c) override { return Serve(c); }
@@ -89,6 +114,16 @@ class AnyMethod : public CivetHandler {
     const bool head = absl::string_view(info->request_method) == "HEAD";
     const char* path = info->local_uri_raw;
     const char* query = info->query_string;
+    const char* host = mg_get_header(conn, "Host");
+    if (loopback_ && host != nullptr && !IsLoopback(host)) {
+      Send(conn,
+           ErrorReply(absl::PermissionDeniedError(absl::StrCat(
+               "Host: delayd listens on loopback and answers only requests "
+               "for localhost or a loopback address, not ",
+               host))),
+           head);
+      return true;
+    }
     Send(conn,
          Reply(head ? "GET" : info->request_method, path != nullptr ? path : "",
                query != nullptr ? query : "", conn),
@@ -97,11 +132,14 @@ class AnyMethod : public CivetHandler {
   }
   virtual HttpReply Reply(absl::string_view method, absl::string_view path,
                           absl::string_view query, mg_connection* conn) = 0;
+
+  const bool loopback_;
 };
 
 class MetricsHandler : public AnyMethod {
  public:
-  explicit MetricsHandler(Metrics* metrics) : metrics_(metrics) {}
+  MetricsHandler(bool loopback, Metrics* metrics)
+      : AnyMethod(loopback), metrics_(metrics) {}
 
  private:
   HttpReply Reply(absl::string_view method, absl::string_view path,
@@ -118,7 +156,8 @@ class MetricsHandler : public AnyMethod {
 
 class HealthHandler : public AnyMethod {
  public:
-  explicit HealthHandler(const JsonApi* api) : api_(api) {}
+  HealthHandler(bool loopback, const JsonApi* api)
+      : AnyMethod(loopback), api_(api) {}
 
  private:
   HttpReply Reply(absl::string_view method, absl::string_view path,
@@ -136,7 +175,8 @@ class HealthHandler : public AnyMethod {
 
 class ApiHandler : public AnyMethod {
  public:
-  explicit ApiHandler(const JsonApi* api) : api_(api) {}
+  ApiHandler(bool loopback, const JsonApi* api)
+      : AnyMethod(loopback), api_(api) {}
 
  private:
   HttpReply Reply(absl::string_view method, absl::string_view path,
@@ -165,8 +205,9 @@ class ApiHandler : public AnyMethod {
 // its other files; anything else: 404.
 class ConsoleHandler : public AnyMethod {
  public:
-  explicit ConsoleHandler(const JsonApi* api)
-      : index_(absl::StrReplaceAll(FindEmbeddedFile("index.html")->bytes,
+  ConsoleHandler(bool loopback, const JsonApi* api)
+      : AnyMethod(loopback),
+        index_(absl::StrReplaceAll(FindEmbeddedFile("index.html")->bytes,
                                    {{"{{CSRF_TOKEN}}", api->csrf_token()}})) {}
 
  private:
@@ -222,10 +263,12 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     server->civet_->addHandler(uri, h.get());
     server->handlers_.push_back(std::move(h));
   };
-  add("/metrics", std::make_unique<MetricsHandler>(metrics));
-  add("/healthz", std::make_unique<HealthHandler>(api));
-  add(std::string(JsonApi::kPrefix).c_str(), std::make_unique<ApiHandler>(api));
-  add("/", std::make_unique<ConsoleHandler>(api));
+  const bool loopback = IsLoopback(listen);
+  add("/metrics", std::make_unique<MetricsHandler>(loopback, metrics));
+  add("/healthz", std::make_unique<HealthHandler>(loopback, api));
+  add(std::string(JsonApi::kPrefix).c_str(),
+      std::make_unique<ApiHandler>(loopback, api));
+  add("/", std::make_unique<ConsoleHandler>(loopback, api));
   const std::vector<int> ports = server->civet_->getListeningPorts();
   server->port_ = ports.empty() ? 0 : ports.front();
   return server;

@@ -4,7 +4,10 @@
 // /api/v1 (JsonApi) and the web console: "/" its page (console_files.h,
 // with JsonApi's CSRF token put in), "/console/<file>" its script and
 // style; anything else is a JSON 404. Every reply carries a Content-
-// Security-Policy that lets a page run only the console's own files. Owns
+// Security-Policy that lets a page run only the console's own files. On a
+// loopback address it answers only requests whose Host header names
+// loopback (localhost, 127.x, ::1), so a page of another site cannot reach
+// it by rebinding its own name to 127.0.0.1 (403 otherwise). Owns
 // its CivetServer; borrows `metrics` and `api`, which must outlive it.
 //
 // Thread-safe: CivetWeb's kThreads workers run the handlers, one request

@@ -546,6 +546,27 @@ class Checks:
                                                       ("topic", "b")]),
                 400, "INVALID_ARGUMENT", "'topic': given twice")
 
+    def check_only_loopback_hosts_are_answered(self):
+        """delayd listens on 127.0.0.1: a Host naming another host (a page
+        whose name was rebound to 127.0.0.1) is refused."""
+        port = self.http.base.rsplit(":", 1)[1]
+        for host, code in [("localhost:" + port, 200),
+                           ("127.0.0.1:" + port, 200),
+                           ("[::1]:" + port, 200),
+                           ("evil.example:" + port, 403),
+                           ("127.0.0.1.evil.example:" + port, 403)]:
+            request = urllib.request.Request(self.http.base + API + "/stats",
+                                             headers={"Host": host})
+            try:
+                with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as r:
+                    status, raw = r.status, r.read()
+            except urllib.error.HTTPError as e:
+                with e:
+                    status, raw = e.code, e.read()
+            assert status == code, (host, status, raw)
+            if code == 403:
+                assert b"PERMISSION_DENIED" in raw and b"Host" in raw, raw
+
     def check_a_nul_in_the_path_is_refused(self):
         ok(self.schedule("http.nul", "a"))
         for method, verb in [("DELETE", ""), ("GET", ""),
