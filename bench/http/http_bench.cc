@@ -141,8 +141,7 @@ std::string JobJson(int t, int64_t n) {
   return absl::StrCat(
       R"({"job":{"topic":"bench.)", (t * 7919 + n) % topics, R"(","id":")", t,
       "-", n, "-", absl::ToUnixMicros(absl::Now()),
-      R"(","delay":"3600s","payload":")", kPayload100Base64,
-                      R"("}})");
+      R"(","delay":"3600s","payload":")", kPayload100Base64, R"("}})");
 }
 
 }  // namespace
