@@ -243,6 +243,20 @@ TEST(ServerTest, ASecondServerOnTheSamePortIsRefused) {
       << second.status();
 }
 
+// Likewise the HTTP port: CivetWeb's socket has SO_REUSEADDR only, so a
+// port another delayd listens on cannot be bound, and the start says which
+// flag.
+TEST(ServerTest, AnHttpPortAnotherServerServesIsRefused) {
+  ASSERT_OK_AND_ASSIGN(auto first, DelaydProcess::Start());
+  auto second =
+      DelaydProcess::Start({"--http-listen=" + first->http_address()});
+  ASSERT_FALSE(second.ok()) << "started on " << (*second)->http_address();
+  EXPECT_NE(
+      second.status().message().find("--http-listen: cannot serve HTTP on"),
+      std::string::npos)
+      << second.status();
+}
+
 // At the largest memory horizon and schedule-ahead allowed, a job given by
 // delay and one given by fire_at both fire (READY, no subscriber).
 TEST(ServerTest, JobsFireUnderTheLargestHorizonAndScheduleAhead) {
