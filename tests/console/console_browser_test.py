@@ -24,6 +24,8 @@ import importlib.util
 import json
 import os
 import signal
+import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,16 +57,69 @@ def load_module(name, path):
     return module
 
 
-def start_browser():
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port, process, what):
+    deadline = time.monotonic() + WAIT
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError("%s did not listen on port %d" % (what, port))
+            time.sleep(0.05)
+
+
+def start_browser(profile_dir):
+    """Returns (driver, [chromium, chromedriver processes]).
+
+    Both run here and are reached at 127.0.0.1, never by the name
+    "localhost", which a machine without /etc/hosts cannot resolve: Selenium's
+    own Service and chromedriver's own Chromium both reach their child by that
+    name. So chromedriver attaches to a Chromium started here
+    (debuggerAddress)."""
     from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--window-size=1280,900"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    chromium_port, driver_port = free_port(), free_port()
+    processes = [subprocess.Popen(
+        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+         "--window-size=1280,900", "--no-first-run",
+         "--remote-debugging-address=127.0.0.1",
+         "--remote-debugging-port=%d" % chromium_port,
+         "--user-data-dir=" + profile_dir, "about:blank"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)]
+    try:
+        wait_listening(chromium_port, processes[0], "chromium")
+        processes.append(subprocess.Popen(
+            [CHROMEDRIVER, "--port=%d" % driver_port],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL))
+        wait_listening(driver_port, processes[1], "chromedriver")
+        options = webdriver.ChromeOptions()
+        options.debugger_address = "127.0.0.1:%d" % chromium_port
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        driver = webdriver.Remote(
+            command_executor="http://127.0.0.1:%d" % driver_port,
+            options=options)
+    except Exception:
+        stop_processes(processes)
+        raise
+    return driver, processes
+
+
+def stop_processes(processes):
+    for p in reversed(processes):
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 class Steps:
@@ -437,7 +492,7 @@ def main():
         try:
             server.wait_http_serving(30)
             channel = e2e.grpc.insecure_channel(server.address)
-            driver = start_browser()
+            driver, browser = start_browser(os.path.join(tmp, "chromium"))
             steps = Steps(driver, server, Client(channel, pb), pb,
                           args.out_dir)
             for name in Steps.STEPS:
@@ -461,6 +516,7 @@ def main():
         finally:
             if driver is not None:
                 driver.quit()
+                stop_processes(browser)
             try:
                 server.stop(signal.SIGTERM)
             finally:
