@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "delayd/v1/delayd.pb.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
@@ -65,6 +66,13 @@ std::string Decode(absl::string_view s, bool query = true) {
   return out;
 }
 
+// Whether a query parameter may set `f`: a scalar, an enum or a Timestamp
+// (not another message).
+bool Queryable(const pb::FieldDescriptor* f) {
+  return f->message_type() == nullptr ||
+         f->message_type()->full_name() == "google.protobuf.Timestamp";
+}
+
 // The request's fields from the query string: each parameter is a field,
 // by its proto or JSON name, or an alias; its value goes through the JSON
 // parser as a string (numbers, enums, timestamps) or a literal (bools), so
@@ -82,16 +90,10 @@ absl::Status FromQuery(absl::string_view query, pb::Message& request) {
     const pb::FieldDescriptor* f = d->FindFieldByName(name);
     if (f == nullptr) f = d->FindFieldByCamelcaseName(name);
     const std::string field = absl::StrCat("query parameter '", name, "'");
-    if (f == nullptr ||
-        (f->message_type() != nullptr &&
-         f->message_type()->full_name() != "google.protobuf.Timestamp")) {
+    if (f == nullptr || !Queryable(f)) {
       std::string known;
       for (int i = 0; i < d->field_count(); ++i) {
-        if (d->field(i)->message_type() != nullptr &&
-            d->field(i)->message_type()->full_name() !=
-                "google.protobuf.Timestamp") {
-          continue;
-        }
+        if (!Queryable(d->field(i))) continue;
         absl::StrAppend(&known, known.empty() ? "" : ", ", d->field(i)->name());
       }
       return absl::InvalidArgumentError(
@@ -110,9 +112,10 @@ absl::Status FromQuery(absl::string_view query, pb::Message& request) {
       json = value;
     } else if (f->enum_type() != nullptr &&
                f->enum_type()->FindValueByName(value) == nullptr) {
-      // state=DEAD for JOB_STATE_DEAD: the prefix of the UNSPECIFIED value.
-      std::string prefix = f->enum_type()->value(0)->name();
-      prefix.resize(prefix.size() - std::string("UNSPECIFIED").size());
+      // state=DEAD for JOB_STATE_DEAD: the prefix of the UNSPECIFIED value
+      // (without one, the name is read as given, and refused).
+      absl::string_view prefix = f->enum_type()->value(0)->name();
+      absl::ConsumeSuffix(&prefix, "UNSPECIFIED");
       json = JsonQuote(absl::StrCat(prefix, absl::AsciiStrToUpper(value)));
     } else {
       json = JsonQuote(value);
