@@ -1,6 +1,7 @@
 #include "server/core/job_query.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <optional>
 #include <set>
@@ -123,37 +124,61 @@ absl::StatusOr<v1::GetStatsResponse> JobQuery::GetStats(
     }
     topics.push_back(req.topic());
   } else {
-    std::set<std::string> all;
-    for (std::string& t : topics_->Topics()) all.insert(std::move(t));
-    absl::Status scan = store_->ScanTopics([&](std::string_view topic) {
-      all.emplace(topic);
-      return true;
-    });
-    if (!scan.ok()) return scan;
-    topics.assign(all.begin(), all.end());
-  }
-
-  // Jobs due in the next day, by topic and horizon.
-  struct Due {
-    uint64_t minute = 0, hour = 0, day = 0;
-  };
-  absl::flat_hash_map<std::string, Due> due;
-  const int64_t now_ms = clock_->NowMs();
-  constexpr int64_t kMinute = 60'000, kHour = 3'600'000, kDay = 86'400'000;
-  absl::Status scan = store_->ScanDue(
-      now_ms + 1, now_ms + kDay + 1,
-      [&](int64_t due_ms, std::string_view std_topic, std::string_view) {
-        const absl::string_view topic = AsAbsl(std_topic);
-        if (!req.topic().empty() && topic != req.topic()) return true;
-        auto it = due.find(topic);
-        if (it == due.end()) it = due.try_emplace(std::string(topic)).first;
-        const int64_t in = due_ms - now_ms;
-        if (in <= kMinute) ++it->second.minute;
-        if (in <= kHour) ++it->second.hour;
-        ++it->second.day;
+    topics = topics_->Topics();  // sorted
+    if (!terminal_->scanned()) {
+      // After a restart, until the terminal-state scan has ended, a topic
+      // that holds only DEAD, DONE or CANCELED records is known only to the
+      // store.
+      std::set<std::string> all(topics.begin(), topics.end());
+      absl::Status scan = store_->ScanTopics([&](std::string_view topic) {
+        all.emplace(topic);
         return true;
       });
-  if (!scan.ok()) return scan;
+      if (!scan.ok()) return scan;
+      topics.assign(all.begin(), all.end());
+    }
+  }
+
+  // Jobs due in (now, now + W] for the three windows W. The whole seconds
+  // strictly inside come from the DueBook; the rest of now's second and the
+  // start of the window end's second, from the due index (a second each at
+  // most). Edge 0 is now, edges 1-3 the windows' ends.
+  constexpr std::array<int64_t, 3> kWindowMs = {60'000, 3'600'000, 86'400'000};
+  const int64_t now_ms = clock_->NowMs();
+  const int64_t now_s = DueBook::SecondOf(now_ms);
+  DueBook::Seconds seconds = {now_s + 1};
+  for (size_t w = 0; w < kWindowMs.size(); ++w) {
+    seconds[w + 1] = DueBook::SecondOf(now_ms + kWindowMs[w]);
+  }
+  // Per topic: entries in each partial second, [0] the rest of now's.
+  absl::flat_hash_map<std::string, DueBook::Counts> partial;
+  const auto scan_partial = [&](size_t edge, int64_t from_ms,
+                                int64_t to_ms) -> absl::Status {
+    return store_->ScanDue(
+        from_ms, to_ms,
+        [&](int64_t, std::string_view std_topic, std::string_view) {
+          const absl::string_view topic = AsAbsl(std_topic);
+          if (!req.topic().empty() && topic != req.topic()) return true;
+          auto it = partial.find(topic);
+          if (it == partial.end()) {
+            it = partial.try_emplace(std::string(topic), DueBook::Counts{})
+                     .first;
+          }
+          ++it->second[edge];
+          return true;
+        });
+  };
+  if (absl::Status s = scan_partial(0, now_ms + 1, seconds[0] * 1000);
+      !s.ok()) {
+    return s;
+  }
+  for (size_t w = 0; w < kWindowMs.size(); ++w) {
+    if (absl::Status s = scan_partial(w + 1, seconds[w + 1] * 1000,
+                                      now_ms + kWindowMs[w] + 1);
+        !s.ok()) {
+      return s;
+    }
+  }
 
   v1::GetStatsResponse response;
   for (const std::string& topic : topics) {
@@ -171,11 +196,35 @@ absl::StatusOr<v1::GetStatsResponse> JobQuery::GetStats(
     stats->set_canceled(std::max<int64_t>(0, counts.canceled));
     stats->set_subscribers(
         static_cast<uint32_t>(std::max<int64_t>(0, counts.subscribers)));
-    if (auto it = due.find(topic); it != due.end()) {
-      stats->set_due_next_minute(it->second.minute);
-      stats->set_due_next_hour(it->second.hour);
-      stats->set_due_next_day(it->second.day);
+    const DueBook::Counts below = due_->Below(topic, seconds);
+    DueBook::Counts edges{};
+    if (auto it = partial.find(topic); it != partial.end()) edges = it->second;
+    std::array<uint64_t, 3> due{};
+    for (size_t w = 0; w < due.size(); ++w) {
+      due[w] = static_cast<uint64_t>(std::max<int64_t>(
+          0, below[w + 1] - below[0] + edges[0] + edges[w + 1]));
     }
+    stats->set_due_next_minute(due[0]);
+    stats->set_due_next_hour(due[1]);
+    stats->set_due_next_day(due[2]);
+    const DeliveryMetrics::Totals totals = metrics_->TotalsOf(topic);
+    stats->set_fired(totals.fired);
+    stats->set_acked(totals.acked);
+  }
+  if (req.due_soon()) {
+    v1::DueSoon* soon = response.mutable_due_soon();
+    *soon->mutable_from() = storage::UnixMsToTimestamp(seconds[0] * 1000);
+    for (uint64_t n : due_->Histogram(req.topic(), seconds[0], 60, 60)) {
+      soon->add_per_minute(n);
+    }
+    for (uint64_t n : due_->Histogram(req.topic(), seconds[0], 3600, 24)) {
+      soon->add_per_hour(n);
+    }
+  }
+  for (const DeliveryMetrics::Bucket& b : metrics_->Lateness()) {
+    v1::LatenessBucket* bucket = response.add_fire_lateness();
+    bucket->set_le_seconds(b.le_seconds);
+    bucket->set_count(b.count);
   }
   return response;
 }

@@ -14,8 +14,11 @@
 #include "absl/status/statusor.h"
 #include "delayd/v1/delayd.pb.h"
 #include "server/delivery/deliverer.h"
+#include "server/jobs/due_book.h"
 #include "server/jobs/limits.h"
+#include "server/jobs/terminal_state_counter.h"
 #include "server/jobs/topic_table.h"
+#include "server/metrics/delivery_metrics.h"
 #include "server/timer/clock.h"
 #include "storage/job_store.h"
 
@@ -25,11 +28,16 @@ class JobQuery {
  public:
   // All must outlive it.
   JobQuery(const storage::JobStore* store, timer::Clock* clock,
-           const Limits* limits, const TopicTable* topics, Deliverer* deliverer)
+           const Limits* limits, const TopicTable* topics,
+           const TerminalStateCounter* terminal, DueBook* due,
+           DeliveryMetrics* metrics, Deliverer* deliverer)
       : store_(store),
         clock_(clock),
         limits_(limits),
         topics_(topics),
+        terminal_(terminal),
+        due_(due),
+        metrics_(metrics),
         deliverer_(deliverer) {}
   JobQuery(const JobQuery&) = delete;
   JobQuery& operator=(const JobQuery&) = delete;
@@ -47,6 +55,9 @@ class JobQuery {
   timer::Clock* const clock_;
   const Limits* const limits_;
   const TopicTable* const topics_;
+  const TerminalStateCounter* const terminal_;
+  DueBook* const due_;
+  DeliveryMetrics* const metrics_;
   Deliverer* const deliverer_;  // overlays the leases on what is read
 };
 

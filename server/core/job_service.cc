@@ -37,7 +37,7 @@ JobService::JobService(storage::JobStore* store, timer::Clock* clock,
                  }),
       timers_(&scheduler_),
       terminal_(&topics_),
-      ledger_(&topics_, &terminal_, &timers_, metrics_),
+      ledger_(&topics_, &terminal_, &timers_, &due_, metrics_),
       deliverer_(Deliverer::Deps{store_, clock_, &limits_, &locks_, &ledger_,
                                  &scheduler_, &retention_}),
       horizon_(store_, clock_, &timers_, &scheduler_),
@@ -47,7 +47,8 @@ JobService::JobService(storage::JobStore* store, timer::Clock* clock,
                            &deliverer_, &horizon_, &occurrences_}),
       writer_(JobWriter::Deps{store_, clock_, &limits_, &locks_, &ledger_,
                               &deliverer_, &retention_}),
-      query_(store_, clock_, &limits_, &topics_, &deliverer_),
+      query_(store_, clock_, &limits_, &topics_, &terminal_, &due_, metrics_,
+             &deliverer_),
       sweeper_(Sweeper::Deps{store_, clock_, &locks_, &ledger_, &retention_}) {}
 
 JobService::~JobService() { Stop(); }
@@ -65,6 +66,11 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover(
   std::vector<JobKey> parents;  // recurring jobs
   std::string last_topic;
   int64_t run = 0;  // jobs of last_topic not yet added to the counts
+  // Entries of last_topic in due_second not yet added to the DueBook (the
+  // scan is in due order: a topic's entries of one second often follow
+  // each other).
+  int64_t due_second = 0;
+  int64_t due_run = 0;
   absl::Status scan = store_->ScanDueMarked(
       0, std::numeric_limits<int64_t>::max(),
       [&](int64_t due_ms, std::string_view std_topic, std::string_view std_id,
@@ -86,6 +92,13 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover(
         }
         ++stats.jobs;
         if (due_ms <= now_ms) ++stats.overdue;
+        const int64_t second = DueBook::SecondOf(due_ms);
+        if (topic != last_topic || second != due_second) {
+          if (due_run > 0) due_.Add(last_topic, due_second * 1000, due_run);
+          due_second = second;
+          due_run = 0;
+        }
+        ++due_run;
         if (topic != last_topic) {
           if (run > 0) topics_.AddLive(last_topic, run);
           last_topic = std::string(topic);
@@ -95,6 +108,7 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover(
         return true;
       });
   if (!scan.ok()) return scan;
+  if (due_run > 0) due_.Add(last_topic, due_second * 1000, due_run);
   if (absl::Status s = RecoverInFlight(marked); !s.ok()) return s;
   stats.in_flight = static_cast<int64_t>(marked.size());
   if (recompute_recurring) {
@@ -186,6 +200,8 @@ absl::StatusOr<int64_t> JobService::RecomputeRecurring(
           entries.push_back({due, KeyHash(job.topic(), job.id()),
                              KeyCheck(job.topic(), job.id())});
         }
+        // Recovery fails, and the server does not start, if this write does.
+        due_.Move(job.topic(), storage::DueIndexEntryOf(record), due);
         return storage::Mutation::Put(*std::move(next),
                                       storage::DueIndexEntryOf(record));
       });

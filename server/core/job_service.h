@@ -224,6 +224,7 @@ class JobService {
   timer::Scheduler scheduler_;
   JobTimers timers_;
   TerminalStateCounter terminal_;
+  DueBook due_;
   JobLedger ledger_;
 
   // The parts.

@@ -44,6 +44,7 @@ JobLedger::Change Dispatcher::LeaseChange(const storage::Mutation& mark,
   change.id = AsAbsl(mark.id());
   change.before = before;
   change.after = after;
+  change.previous_due_ms = mark.previous_due_ms();  // a mark moves no entry
   change.due_ms = mark.new_due_ms();
   return change;
 }

@@ -14,6 +14,7 @@ JobLedger::Change JobLedger::Of(const storage::Mutation& m, v1::JobState before,
   c.after = m.kind() == storage::Mutation::Kind::kPut
                 ? m.record().job().state()
                 : v1::JOB_STATE_UNSPECIFIED;
+  c.previous_due_ms = m.previous_due_ms();
   c.due_ms = m.new_due_ms();
   c.cause = cause;
   return c;
@@ -31,6 +32,7 @@ bool JobLedger::Apply(const Change& c) {
     topics_->RemoveReady(c.topic, c.id);
   }
   terminal_->NoteChange(c.topic, c.id, c.before, c.after);
+  due_->Move(c.topic, c.previous_due_ms, c.due_ms);
   bool queued = false;
   if (waiting && c.due_ms.has_value()) {
     if (c.ready_now) {

@@ -7,6 +7,8 @@
 //   * TopicTable's live count (SCHEDULED + READY + IN_FLIGHT) and its ready
 //     queue (a live job that changes leaves it; a retry due now joins it);
 //   * the terminal-state counts (TerminalStateCounter: DEAD, DONE, CANCELED);
+//   * the due index counted by topic and second (DueBook), from the entry
+//     the write removed and the one it added;
 //   * the job's due timer (JobTimers): armed at the new due time while the
 //     job waits (SCHEDULED), left alone while it is IN_FLIGHT (its timer has
 //     fired; the lease has its own), dropped otherwise;
@@ -26,6 +28,7 @@
 
 #include "absl/strings/string_view.h"
 #include "delayd/v1/delayd.pb.h"
+#include "server/jobs/due_book.h"
 #include "server/jobs/job_timers.h"
 #include "server/jobs/terminal_state_counter.h"
 #include "server/jobs/topic_table.h"
@@ -47,7 +50,9 @@ class JobLedger {
     // (created, or deleted).
     v1::JobState before = v1::JOB_STATE_UNSPECIFIED;
     v1::JobState after = v1::JOB_STATE_UNSPECIFIED;
-    // The record's due entry after the write (Mutation::new_due_ms()).
+    // The record's due entry before the write (Mutation::previous_due_ms())
+    // and after it (Mutation::new_due_ms()).
+    std::optional<int64_t> previous_due_ms;
     std::optional<int64_t> due_ms;
     // After SCHEDULED: the job is due already; queue it as READY at once
     // instead of arming a timer that would fire at once.
@@ -61,10 +66,11 @@ class JobLedger {
 
   // Everything borrowed must outlive the ledger.
   JobLedger(TopicTable* topics, TerminalStateCounter* terminal,
-            JobTimers* timers, DeliveryMetrics* metrics)
+            JobTimers* timers, DueBook* due, DeliveryMetrics* metrics)
       : topics_(topics),
         terminal_(terminal),
         timers_(timers),
+        due_(due),
         metrics_(metrics) {}
   JobLedger(const JobLedger&) = delete;
   JobLedger& operator=(const JobLedger&) = delete;
@@ -82,12 +88,14 @@ class JobLedger {
   TopicTable& topics() { return *topics_; }
   JobTimers& timers() { return *timers_; }
   TerminalStateCounter& terminal() { return *terminal_; }
+  DueBook& due() { return *due_; }
   DeliveryMetrics& metrics() { return *metrics_; }
 
  private:
   TopicTable* const topics_;
   TerminalStateCounter* const terminal_;
   JobTimers* const timers_;
+  DueBook* const due_;
   DeliveryMetrics* const metrics_;
 };
 

@@ -122,4 +122,9 @@ absl::Status TerminalStateCounter::Scan(const storage::JobStore& store,
   return status;
 }
 
+bool TerminalStateCounter::scanned() const {
+  absl::MutexLock lock(&mu_);
+  return !tracking_;
+}
+
 }  // namespace delayd::server

@@ -79,6 +79,10 @@ class TerminalStateCounter {
                     const std::atomic<bool>& stop,
                     std::vector<JobKey>& canceled);
 
+  // Whether a scan has ended (returned OK): from then on TopicTable knows
+  // every topic that has a record.
+  bool scanned() const;
+
  private:
   static constexpr size_t kStates = 3;  // DEAD, DONE, CANCELED
   // The slot of a Counted state.
@@ -86,7 +90,7 @@ class TerminalStateCounter {
   void Add(size_t slot, absl::string_view topic, int64_t delta);
 
   TopicTable* const topics_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   // Until a scan has ended, per counted state: each touched key's first
   // delta; 0 marks a key a scan has counted itself (in found_).
   bool tracking_ ABSL_GUARDED_BY(mu_) = true;

@@ -88,4 +88,21 @@ void DeliveryMetrics::ObserveLateness(double seconds) {
   lateness_.Observe(std::max(0.0, seconds));
 }
 
+DeliveryMetrics::Totals DeliveryMetrics::TotalsOf(absl::string_view topic) {
+  absl::MutexLock lock(&mu_);
+  auto it = topics_.find(topic);
+  if (it == topics_.end()) return {};
+  return {static_cast<uint64_t>(it->second.fired->Value()),
+          static_cast<uint64_t>(it->second.acked->Value())};
+}
+
+std::vector<DeliveryMetrics::Bucket> DeliveryMetrics::Lateness() const {
+  std::vector<Bucket> buckets;
+  for (const prometheus::ClientMetric::Bucket& b :
+       lateness_.Collect().histogram.bucket) {
+    buckets.push_back({b.upper_bound, b.cumulative_count});
+  }
+  return buckets;
+}
+
 }  // namespace delayd::server

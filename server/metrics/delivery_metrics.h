@@ -9,8 +9,10 @@
 #ifndef DELAYD_SERVER_METRICS_DELIVERY_METRICS_H_
 #define DELAYD_SERVER_METRICS_DELIVERY_METRICS_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/node_hash_map.h"
 #include "absl/strings/string_view.h"
@@ -52,6 +54,21 @@ class DeliveryMetrics {
 
   // One delivery sent `seconds` after its due time (negative: clamped to 0).
   void ObserveLateness(double seconds);
+
+  // The topic's fired and acked counters; zero (and nothing created) for a
+  // topic never counted.
+  struct Totals {
+    uint64_t fired = 0;
+    uint64_t acked = 0;
+  };
+  Totals TotalsOf(absl::string_view topic);
+  // The lateness histogram: ascending upper bounds (the last +Inf), with
+  // cumulative counts.
+  struct Bucket {
+    double le_seconds;
+    uint64_t count;
+  };
+  std::vector<Bucket> Lateness() const;
 
  private:
   explicit DeliveryMetrics(std::shared_ptr<prometheus::Registry> own);

@@ -433,10 +433,25 @@ class Checks:
             "topic": "http.stats", "scheduled": "4", "ready": "0",
             "inFlight": "0", "dead": "0", "subscribers": 0,
             "dueNextMinute": "1", "dueNextHour": "2", "dueNextDay": "3",
-            "done": "0", "canceled": "0"}
-        topics = ok(self.http.api("GET", "/stats"))["topics"]
-        names = [t["topic"] for t in topics]
+            "done": "0", "canceled": "0", "fired": "0", "acked": "0"}
+        reply = ok(self.http.api("GET", "/stats"))
+        names = [t["topic"] for t in reply["topics"]]
         assert names == sorted(names) and "http.stats" in names, names
+        assert "dueSoon" not in reply, reply
+        bounds = [b["leSeconds"] for b in reply["fireLateness"]]
+        assert bounds[-1] == "Infinity" and bounds[:-1] == sorted(
+            bounds[:-1]), bounds
+        # Due soon: a: 30 s (minute 0), b: 1800 s (minute 29 or 30),
+        # c: 7200 s (hour 1 or 2); d is after the day.
+        soon = ok(self.http.api("GET", "/stats", query=[
+            ("topic", "http.stats"), ("dueSoon", "true")]))["dueSoon"]
+        minutes = [int(n) for n in soon["perMinute"]]
+        hours = [int(n) for n in soon["perHour"]]
+        assert len(minutes) == 60 and len(hours) == 24, soon
+        assert sum(minutes) == 2 and minutes[0] == 1, minutes
+        assert sum(hours) == 3 and hours[0] == 2, hours
+        refused(self.http.api("GET", "/stats", query=[("dueSoon", "yes")]),
+                400, "INVALID_ARGUMENT", "dueSoon")
         refused(self.http.api("GET", "/stats", query=[("topic", "a b")]),
                 400, "INVALID_ARGUMENT", "topic")
         refused(self.http.api("GET", "/stats", query=[("bogus", "1")]),

@@ -21,7 +21,7 @@ class JobLedgerTest : public ::testing::Test {
       : scheduler_(&clock_, [](std::vector<timer::TimerEntry>) {}),
         timers_(&scheduler_),
         terminal_(&topics_),
-        ledger_(&topics_, &terminal_, &timers_, &metrics_) {}
+        ledger_(&topics_, &terminal_, &timers_, &due_, &metrics_) {}
 
   // One change of the job kId of kTopic.
   bool Apply(v1::JobState before, v1::JobState after,
@@ -47,9 +47,34 @@ class JobLedgerTest : public ::testing::Test {
   TopicTable topics_;
   JobTimers timers_;
   TerminalStateCounter terminal_;
+  DueBook due_;
   DeliveryMetrics metrics_;
   JobLedger ledger_;
 };
+
+TEST_F(JobLedgerTest, TheDueBookFollowsTheEntryEachWriteRemovesAndAdds) {
+  const auto moved = [&](std::optional<int64_t> from,
+                         std::optional<int64_t> to) {
+    JobLedger::Change c;
+    c.topic = kTopic;
+    c.id = kId;
+    c.before = v1::JOB_STATE_SCHEDULED;
+    c.after = v1::JOB_STATE_SCHEDULED;
+    c.previous_due_ms = from;
+    c.due_ms = to;
+    ledger_.Apply(c);
+  };
+  const int64_t s0 = DueBook::SecondOf(kT0);
+  moved(std::nullopt, kT0 + 1500);  // created
+  EXPECT_EQ(due_.Histogram(kTopic, s0, 1, 3), (std::vector<uint64_t>{0, 1, 0}));
+  moved(kT0 + 1500, kT0 + 2000);  // moved
+  EXPECT_EQ(due_.Histogram(kTopic, s0, 1, 3), (std::vector<uint64_t>{0, 0, 1}));
+  moved(kT0 + 2000, kT0 + 2000);  // an attempt mark: unchanged
+  EXPECT_EQ(due_.total(), 1);
+  moved(kT0 + 2000, std::nullopt);  // deleted
+  EXPECT_EQ(due_.total(), 0);
+  EXPECT_EQ(due_.Histogram("", s0, 1, 3), (std::vector<uint64_t>{0, 0, 0}));
+}
 
 TEST_F(JobLedgerTest, AScheduledJobIsLiveWithATimer) {
   EXPECT_FALSE(Apply(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_SCHEDULED,
