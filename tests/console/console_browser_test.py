@@ -2,9 +2,12 @@
 """The web console (server/http/console/) in headless Chromium.
 
 Starts the real delayd binary, opens its console with Selenium and checks:
-the overview's counts equal GET /api/v1/stats and follow it live; a job
-nacked to the dead letters shows there, and Redrive (one, then all) from the
-page has it delivered again to a gRPC subscriber; Cancel from a job's detail
+the overview's counts equal GET /api/v1/stats and follow it live; its
+due-soon charts (and a topic's, on its jobs page) hold the counts of GET
+/api/v1/stats?dueSoon=true; a job nacked to the dead letters shows there, and
+Redrive (one, then all) from the page has it delivered again to a gRPC
+subscriber; deliveries and acks show as fired and acked rates and as
+fire-lateness percentiles; Cancel from a job's detail
 page; paging through a topic's jobs; a job whose id, payload and labels are
 HTML shows them as text and runs nothing; a state-changing fetch() without
 the CSRF header is refused (403). Saves a screenshot of the overview.
@@ -22,7 +25,9 @@ import base64
 import datetime
 import importlib.util
 import json
+import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -41,6 +46,9 @@ WAIT = 10  # seconds, every wait for the page
 HERE = os.path.dirname(os.path.abspath(__file__))
 XSS = "<script>alert(1)</script>"
 XSS_LABEL = "<img src=x onerror=alert(2)>"
+CHART_WAIT = 25  # seconds; the due-soon charts refresh every 10
+RATE = re.compile(r"^\d+(\.\d)?$")  # a rate cell, once two refreshes exist
+RATE_FIELDS = ("firedRate", "ackedRate")
 
 
 def missing_prerequisites():
@@ -112,6 +120,25 @@ def start_browser(profile_dir):
     return driver, processes
 
 
+def seconds_text(s):
+    """A bucket bound as the console shows it: "0.5 ms", "2.5 s"."""
+    return "%g ms" % float("%.3g" % (s * 1000)) if s < 1 else "%g s" % s
+
+
+def percentile_text(buckets, q):
+    """The console's text for the q-quantile of the fire-lateness buckets of
+    GET /stats: the upper bound of the first bucket reaching q * total."""
+    counts = [int(b["count"]) for b in buckets]
+    if not counts or not counts[-1]:
+        return "\u2013"
+    i = next(i for i, n in enumerate(counts) if n >= q * counts[-1])
+    le = float(buckets[i]["leSeconds"])
+    if le != math.inf:
+        return "\u2264 " + seconds_text(le)
+    return "> " + (seconds_text(float(buckets[i - 1]["leSeconds"])) if i
+                   else "0 s")
+
+
 def stop_processes(processes):
     for p in reversed(processes):
         p.terminate()
@@ -126,7 +153,9 @@ class Steps:
     """The steps, run in the order of STEPS; each prints PASS or FAIL."""
 
     STEPS = ["open_console", "overview_counts_match_stats",
+             "due_soon_charts_match_stats",
              "dead_job_on_dead_letters_page", "redrive_from_console",
+             "rates_and_lateness_shown",
              "cancel_from_detail_page", "jobs_pages_of_fifty",
              "html_id_and_payload_shown_as_text",
              "post_without_csrf_header_refused", "screenshot_overview"]
@@ -225,9 +254,62 @@ class Steps:
             assert code == 200, stats
             want = {k: str(v) for k, v in stats["topics"][0].items()}
             got = self.overview_row(topic)
+            for field in RATE_FIELDS:  # not in GET /stats; checked below
+                assert field in got, got
+                rate = got.pop(field)
+                assert rate == "\u2013" or RATE.match(rate), (field, rate)
             assert got == want, (got, want)
             return got
         return self.wait(same, "the %s row to match GET /stats" % topic)
+
+    def charts(self):
+        """{"perMinute": [...], "perHour": [...]}: the counts of the due-soon
+        charts' bars, checked against their tooltips, heights, totals and
+        "max" labels."""
+        shown = self.d.execute_script("""
+            return ['due-per-minute', 'due-per-hour'].map(id => {
+              const f = document.getElementById(id);
+              return {
+                total: f.dataset.total,
+                caption: f.querySelector('figcaption').textContent,
+                max: f.querySelector('svg.chart text.max').textContent,
+                bars: Array.from(f.querySelectorAll('svg.chart g.bar'), g => [
+                  g.dataset.count, g.querySelector('title').textContent,
+                  Number(g.querySelector('rect.fill').getAttribute('height'))]),
+              };
+            });""")
+        result = {}
+        for name, chart in zip(("perMinute", "perHour"), shown):
+            counts = [count for count, _, _ in chart["bars"]]
+            for count, title, height in chart["bars"]:
+                m = re.search(r": (\d+) jobs?$", title)
+                assert m and m.group(1) == count, (title, count)
+                assert (height > 0) == (count != "0"), (count, height)
+            total = sum(int(c) for c in counts)
+            assert chart["total"] == str(total), (chart, total)
+            assert chart["caption"].endswith(" %d jobs" % total), chart
+            assert chart["max"] == "max %d" % max(int(c) for c in counts), \
+                chart["max"]
+            result[name] = counts
+        return result
+
+    def charts_match_stats(self, topic=""):
+        """Waits until the page's due-soon charts show what GET
+        /stats?dueSoon=true says, of `topic` or of every topic; returns the
+        API's dueSoon. (The page's reply and ours differ in time: buckets
+        shift as time passes, so this waits for a pair close together.)"""
+        query = "/stats?dueSoon=true" + ("&topic=" + topic if topic else "")
+        def same(_):
+            shown = self.charts()
+            code, stats = self.http("GET", query)
+            assert code == 200, stats
+            due = stats["dueSoon"]
+            assert len(due["perMinute"]) == 60 and len(due["perHour"]) == 24
+            want = {"perMinute": due["perMinute"], "perHour": due["perHour"]}
+            assert shown == want, (shown, want)
+            return due
+        return self.wait(same, "the due-soon charts to match GET " + query,
+                         CHART_WAIT)
 
     def subscribe(self, topic):
         stream = self.c.Subscribe(self.pb.SubscribeRequest(
@@ -268,6 +350,33 @@ class Steps:
         assert int(row["scheduled"]) >= 10, row
         assert self.d.execute_script("return window.consoleTestMarker") == \
             "same page", "the page reloaded"
+
+    def due_soon_charts_match_stats(self):
+        for job_id, delay in [("soon-40s", 40), ("soon-41s", 41),
+                              ("soon-10m", 600), ("soon-3h", 3 * 3600),
+                              ("soon-2d", 2 * 86400)]:
+            self.schedule("console.soon", job_id, delay)
+        self.go("#/")
+        due = self.charts_match_stats()  # every topic
+        assert sum(map(int, due["perMinute"])) >= 3, due
+        # A topic's jobs page: that topic's jobs, and new ones on refresh.
+        self.go("#/topics/console.soon/jobs")
+        self.find("table.jobs tr[data-id]")
+        due = self.charts_match_stats("console.soon")
+        sums = (sum(map(int, due["perMinute"])), sum(map(int, due["perHour"])))
+        assert sums == (3, 4), due
+        self.schedule("console.soon", "soon-5m", 300)
+        self.wait(lambda d: sum(map(int, self.charts()["perMinute"])) == 4,
+                  "the chart to show soon-5m", CHART_WAIT)
+        self.charts_match_stats("console.soon")
+        # Every 10 s, not every second: "from" (a whole second) changes at
+        # most once in 3.5 s.
+        section = self.find("#due-soon")
+        shown = set()
+        for _ in range(15):
+            shown.add(section.get_attribute("data-from"))
+            time.sleep(0.25)
+        assert len(shown) <= 2, shown
 
     def dead_job_on_dead_letters_page(self):
         pb = self.pb
@@ -319,6 +428,72 @@ class Steps:
         stream.cancel()
         self.go("#/dead")
         self.find("#no-dead")
+
+    def rates_and_lateness_shown(self):
+        pb = self.pb
+        row = '#overview tr[data-topic="console.rate"]'
+        self.schedule("console.rate", "later", 3600)
+        self.go("#/")
+        self.find(row)
+        self.wait(lambda d: all(RATE.match(self.overview_row("console.rate")[f])
+                                for f in RATE_FIELDS), "rates, not dashes")
+        # The highest rates the row shows, from every change of its cells.
+        self.d.execute_script("""
+            const row = document.querySelector(arguments[0]);
+            const seen = window.consoleTestRates = {};
+            new MutationObserver(() => {
+              for (const f of arguments[1]) {
+                const v = Number(row.querySelector(`td[data-field="${f}"]`)
+                    .textContent);
+                if (v > (seen[f] || 0)) seen[f] = v;
+              }
+            }).observe(row, {subtree: true, childList: true,
+                             characterData: true});""", row, RATE_FIELDS)
+        stream = self.subscribe("console.rate")
+        for i in range(3):
+            self.schedule("console.rate", "now-%d" % i, 0)
+        acked = 0
+        for message in stream:
+            tokens = [d.ack_token for d in message.deliveries]
+            reply = self.c.Ack(pb.AckRequest(ack_tokens=tokens))
+            assert all(r.code == 0 for r in reply.results), reply
+            acked += len(tokens)
+            if acked >= 3:
+                break
+        stream.cancel()
+        seen = self.wait(lambda d: (lambda r: len(r) == 2 and r)(
+            d.execute_script("return window.consoleTestRates")),
+            "nonzero fired and acked rates")
+        assert all(seen[f] > 0 for f in RATE_FIELDS), seen
+        row_now = self.overview_matches_stats("console.rate")
+        assert row_now["acked"] == "3" and row_now["fired"] == "3", row_now
+        # Percentiles of the last seconds, which hold those 3 deliveries...
+        lateness = self.find("#lateness")
+        def interval(_):
+            assert lateness.get_attribute("data-window") == "interval"
+            m = re.match(r"^last \d+ s \u00b7 (\d+) deliveries$",
+                         self.find("#lateness-window").text)
+            assert m and int(m.group(1)) >= 3, m
+            texts = self.texts("#lateness .percentile")
+            assert [t.split()[0] for t in texts] == ["p50", "p90", "p99"]
+            assert all(re.match(r"^p\d\d (\u2264|>) [\d.]+ m?s$", t)
+                       for t in texts), texts
+            return texts
+        self.wait(interval, "percentiles of the last seconds")
+        # ...then, 10 s without one, those since the start, as computed here.
+        def since_start(_):
+            assert lateness.get_attribute("data-window") == "start"
+            code, stats = self.http("GET", "/stats")
+            buckets = stats["fireLateness"]
+            total = int(buckets[-1]["count"])
+            want = ["%s %s" % (name, percentile_text(buckets, q)) for name, q
+                    in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))]
+            assert total >= 3 and self.texts("#lateness .percentile") == want, \
+                (self.texts("#lateness .percentile"), want)
+            assert self.find("#lateness-window").text == \
+                "since start \u00b7 %d deliveries" % total
+            return True
+        self.wait(since_start, "percentiles since the start", WAIT + 15)
 
     def expect_delivery(self, stream, job_id):
         message = next(stream)
@@ -454,6 +629,9 @@ class Steps:
         self.go("#/")
         self.find('#overview tr[data-topic="console.xss"]')
         self.overview_matches_stats("console.many")
+        self.find("#due-per-hour svg.chart g.bar")
+        self.wait(lambda d: RATE.match(
+            self.overview_row("console.many")["firedRate"]), "the rates")
         path = os.path.join(self.out_dir, "console-overview.png")
         assert self.d.save_screenshot(path), path
         print("  screenshot:", path)

@@ -1,7 +1,8 @@
 // delayd console: one page over the server's JSON API (/api/v1), no
 // framework, no build step. Hash routes:
-//   #/                          overview, one row per topic, refreshed live
-//   #/topics/{t}/jobs?filters   a topic's jobs, 50 a page
+//   #/                          overview, one row per topic, refreshed live;
+//                               fire lateness; due-soon charts
+//   #/topics/{t}/jobs?filters   a topic's jobs, 50 a page; due-soon charts
 //   #/topics/{t}/jobs/{id}      one job: fields, payload, Cancel, Reschedule
 //   #/dead?topic=               dead letters: Inspect, Redrive, Cancel
 // Ids, payloads, labels and errors come from clients: every node is built
@@ -12,6 +13,10 @@
 const API = '/api/v1';
 const PAGE_SIZE = 50;
 const REFRESH_MS = 1000;
+const CHART_REFRESH_MS = 10000;
+// Fire-lateness percentiles are over the deliveries of about this long.
+const LATENESS_WINDOW_MS = 10000;
+const PERCENTILES = [['p50', 0.5], ['p90', 0.9], ['p99', 0.99]];
 const STATES = ['SCHEDULED', 'READY', 'IN_FLIGHT', 'DEAD', 'DONE',
   'CANCELED', 'PAUSED'];
 // The overview's columns: TopicStats fields in JSON and their headings.
@@ -20,11 +25,15 @@ const STAT_FIELDS = [
   ['dead', 'Dead'], ['done', 'Done'], ['canceled', 'Canceled'],
   ['subscribers', 'Subscribers'], ['dueNextMinute', 'Due 1 min'],
   ['dueNextHour', 'Due 1 h'], ['dueNextDay', 'Due 1 day'],
+  ['fired', 'Fired'], ['acked', 'Acked'],
 ];
+// Columns of per-second rates: [counter, column, heading].
+const RATE_FIELDS = [['fired', 'firedRate', 'Fired/s'], ['acked', 'ackedRate', 'Acked/s']];
 
 // Bumped on every route change: a reply for an older view is dropped.
 let generation = 0;
 let refreshTimer = null;
+let chartTimer = null;
 
 // ---------------------------------------------------------------- DOM
 
@@ -49,6 +58,17 @@ function byId(id) { return document.getElementById(id); }
 
 function link(href, text, attrs) {
   return el('a', Object.assign({href, text}, attrs || {}));
+}
+
+// svg('rect', {x: 0, class: 'bar'}, child...): as el(), in SVG's namespace.
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === 'text') node.textContent = value;
+    else node.setAttribute(key, String(value));
+  }
+  node.append(...children);
+  return node;
 }
 
 function button(text, onclick, attrs) {
@@ -177,6 +197,7 @@ function parseHash() {
 function route() {
   generation++;
   clearTimeout(refreshTimer);
+  clearTimeout(chartTimer);
   clearStatus();
   const view = byId('view');
   view.replaceChildren();
@@ -212,40 +233,55 @@ function guarded(work) {
 function renderOverview(view) {
   document.title = 'delayd console';
   const head = el('tr', {}, el('th', {text: 'Topic'}),
-    ...STAT_FIELDS.map(([, label]) => el('th', {text: label, class: 'num'})));
+    ...STAT_FIELDS.map(([, label]) => el('th', {text: label, class: 'num'})),
+    ...RATE_FIELDS.map(([, , label]) => el('th', {text: label, class: 'num'})));
   view.append(
     el('h1', {text: 'Topics'}),
     el('p', {id: 'updated', class: 'muted', text: 'Loading\u2026'}),
     el('table', {id: 'overview'}, el('thead', {}, head), el('tbody')),
-    el('p', {id: 'no-topics', class: 'muted', text: 'No topics yet.', hidden: true}));
-  refreshOverview(generation);
+    el('p', {id: 'no-topics', class: 'muted', text: 'No topics yet.', hidden: true}),
+    el('h2', {}, 'Fire lateness ', el('span', {id: 'lateness-window', class: 'muted'})),
+    el('p', {id: 'lateness'}, ...PERCENTILES.map(([name]) =>
+      el('span', {class: 'percentile', 'data-q': name, text: name + ' \u2013'}))),
+    dueSoonBox(''));
+  refreshOverview(generation, {last: null, lateness: []});
 }
 
 // Fetches the stats and updates the table in place, then again in
-// REFRESH_MS while the overview stays open.
-async function refreshOverview(gen) {
+// REFRESH_MS while the overview stays open. `samples` holds the previous
+// reply (for rates) and those of the lateness window.
+async function refreshOverview(gen, samples) {
   try {
     const stats = await api('GET', '/stats');
     if (gen !== generation) return;
-    updateOverview(stats.topics || []);
+    const sample = {ms: performance.now(), stats};
+    updateOverview(stats.topics || [], sample, samples.last);
+    updateLateness(samples.lateness, sample);
+    samples.last = sample;
     byId('updated').textContent = 'Live \u00b7 updated ' + new Date().toLocaleTimeString();
     if (byId('status').className === 'error') clearStatus();
   } catch (e) {
     if (gen !== generation) return;
     showError(e);
   }
-  refreshTimer = setTimeout(() => refreshOverview(gen), REFRESH_MS);
+  refreshTimer = setTimeout(() => refreshOverview(gen, samples), REFRESH_MS);
 }
 
-function updateOverview(topics) {
+function updateOverview(topics, sample, last) {
   const tbody = byId('overview').tBodies[0];
   const rows = new Map(Array.from(tbody.rows, row => [row.dataset.topic, row]));
+  const before = new Map(last ? (last.stats.topics || []).map(t => [t.topic, t]) : []);
   topics.forEach((stats, index) => {
     let row = rows.get(stats.topic);
     if (!row) row = overviewRow(stats.topic);
     rows.delete(stats.topic);
     if (tbody.rows[index] !== row) tbody.insertBefore(row, tbody.rows[index] || null);
     for (const [field] of STAT_FIELDS) setStatCell(row, field, String(stats[field] ?? 0));
+    const old = before.get(stats.topic);
+    for (const [counter, field] of RATE_FIELDS) {
+      row.querySelector(`td[data-field="${field}"]`).textContent = old
+        ? rateText(stats[counter], old[counter], sample.ms - last.ms) : '\u2013';
+    }
   });
   for (const gone of rows.values()) gone.remove();
   byId('no-topics').hidden = topics.length > 0;
@@ -259,7 +295,60 @@ function overviewRow(topic) {
     if (field === 'dead') cell.append(link('#/dead?topic=' + enc(topic), ''));
     row.append(cell);
   }
+  for (const [, field] of RATE_FIELDS) row.append(el('td', {'data-field': field, class: 'num'}));
   return row;
+}
+
+// Per second, from two readings of a counter `ms` apart; a dash when the
+// counter went down (the server restarted).
+function rateText(count, before, ms) {
+  const rate = (Number(count) - Number(before)) * 1000 / ms;
+  if (!(rate >= 0)) return '\u2013';
+  return rate < 10 ? rate.toFixed(1) : String(Math.round(rate));
+}
+
+// Shows the fire-lateness percentiles of the deliveries since the oldest of
+// `samples` (kept: the newest at least LATENESS_WINDOW_MS old, and those
+// after it) when there were any, else since the server started.
+function updateLateness(samples, sample) {
+  samples.push(sample);
+  while (samples.length > 1 && sample.ms - samples[1].ms >= LATENESS_WINDOW_MS) samples.shift();
+  const buckets = sample.stats.fireLateness || [];
+  const base = samples[0].stats.fireLateness || [];
+  let counts = buckets.map(b => Number(b.count));
+  let window = 0;
+  if (samples.length > 1 && base.length === counts.length) {
+    const delta = counts.map((n, i) => n - Number(base[i].count));
+    if (delta[delta.length - 1] > 0) {
+      counts = delta;
+      window = sample.ms - samples[0].ms;
+    }
+  }
+  const total = counts[counts.length - 1] || 0;
+  const box = byId('lateness');
+  box.dataset.window = window ? 'interval' : 'start';
+  byId('lateness-window').textContent = (window
+    ? `last ${Math.round(window / 1000)} s` : 'since start') + ` \u00b7 ${total} deliveries`;
+  for (const [name, q] of PERCENTILES) {
+    box.querySelector(`[data-q="${name}"]`).textContent =
+      `${name} ${percentileText(buckets, counts, q)}`;
+  }
+}
+
+// The upper bound of the first bucket whose cumulative count reaches
+// q * total: "\u2264 5 ms", or "> 300 s" in the +Inf bucket; a dash when
+// there is no delivery.
+function percentileText(buckets, counts, q) {
+  const total = counts[counts.length - 1];
+  if (!total) return '\u2013';
+  const i = counts.findIndex(n => n >= q * total);
+  const le = Number(buckets[i].leSeconds);
+  if (le !== Infinity) return '\u2264 ' + secondsText(le);
+  return '> ' + (i > 0 ? secondsText(Number(buckets[i - 1].leSeconds)) : '0 s');
+}
+
+function secondsText(s) {
+  return s < 1 ? `${Number((s * 1000).toPrecision(3))} ms` : `${s} s`;
 }
 
 // Sets a cell's count; a changed count flashes until the next refresh.
@@ -270,6 +359,68 @@ function setStatCell(row, field, value) {
   target.textContent = value;
   cell.classList.toggle('changed', changed);
   if (field === 'dead') cell.classList.toggle('alert', value !== '0');
+}
+
+// ---------------------------------------------------------------- due soon
+
+// "Due soon": the jobs due per minute over the next hour and per hour over
+// the next day, of `topic` ('' for every topic), as bar charts refreshed
+// every CHART_REFRESH_MS while the view is shown.
+function dueSoonBox(topic) {
+  const from = el('span', {class: 'muted', id: 'due-soon-from'});
+  const minutes = el('figure', {id: 'due-per-minute'});
+  const hours = el('figure', {id: 'due-per-hour'});
+  const box = el('section', {id: 'due-soon'}, el('h2', {}, 'Due soon ', from),
+    el('div', {class: 'charts'}, minutes, hours));
+  const query = new URLSearchParams(topic ? {topic, dueSoon: 'true'} : {dueSoon: 'true'});
+  const gen = generation;
+  async function refresh() {
+    try {
+      const {dueSoon} = await api('GET', '/stats?' + query);
+      if (gen !== generation) return;
+      if (!dueSoon) throw new Error('GET /stats: no dueSoon in the reply');
+      box.dataset.from = dueSoon.from;
+      from.textContent = 'from ' + new Date(dueSoon.from).toLocaleTimeString();
+      setChart(minutes, 'Per minute, next hour', dueSoon.perMinute, 'm');
+      setChart(hours, 'Per hour, next day', dueSoon.perHour, 'h');
+    } catch (e) {
+      if (gen !== generation) return;
+      showError(e);
+    }
+    chartTimer = setTimeout(refresh, CHART_REFRESH_MS);
+  }
+  refresh();
+  return box;
+}
+
+function setChart(figure, caption, counts, unit) {
+  const total = counts.reduce((sum, n) => sum + Number(n), 0);
+  figure.dataset.total = total;
+  figure.replaceChildren(el('figcaption', {text: `${caption} \u00b7 ${total} jobs`}),
+    barChart(counts, unit));
+}
+
+// Bar i holds counts[i] (uint64 strings), the jobs due from +i to +i+1
+// units; its <title> is the tooltip. The tallest bar is `max`.
+function barChart(counts, unit) {
+  const width = 600, top = 16, plot = 90, bottom = top + plot;
+  const step = width / Math.max(counts.length, 1);
+  const max = Math.max(0, ...counts.map(Number));
+  const bars = counts.map((count, i) => {
+    const n = Number(count);
+    const h = n === 0 ? 0 : Math.max(2, plot * n / max);
+    return svg('g', {class: 'bar', 'data-count': count},
+      svg('title', {text: `+${i}${unit} to +${i + 1}${unit}: ${count} job${n === 1 ? '' : 's'}`}),
+      svg('rect', {class: 'slot', x: i * step, y: top, width: step, height: plot}),
+      svg('rect', {class: 'fill', x: i * step + step / 10, y: bottom - h, width: step * 0.8,
+        height: h}));
+  });
+  const label = (x, anchor, text) => svg('text', {x, y: bottom + 14, 'text-anchor': anchor, text});
+  return svg('svg', {class: 'chart', viewBox: `0 0 ${width} ${bottom + 18}`, role: 'img'},
+    svg('text', {class: 'max', x: 0, y: 11, text: `max ${max}`}), ...bars,
+    svg('line', {class: 'axis', x1: 0, y1: bottom, x2: width, y2: bottom}),
+    label(0, 'start', `+0${unit}`), label(width / 2, 'middle', `+${counts.length / 2}${unit}`),
+    label(width, 'end', `+${counts.length}${unit}`));
 }
 
 // ------------------------------------------------------------- job tables
@@ -379,7 +530,7 @@ function renderJobs(view, topic, params) {
   view.append(el('h1', {}, 'Jobs of ', el('span', {class: 'topic', text: topic})), form);
   const query = {include_payload: 'false', state: filters.state, prefix: filters.prefix,
     due_after: rfc3339(filters.after), due_before: rfc3339(filters.before)};
-  view.append(jobTable(topic, query).node);
+  view.append(jobTable(topic, query).node, dueSoonBox(topic));
 }
 
 // A datetime-local value (local time) as RFC 3339 UTC; '' when empty or
