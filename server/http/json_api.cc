@@ -191,6 +191,53 @@ HttpReply Reply(const pb::Message& response) {
   return reply;
 }
 
+}  // namespace
+
+std::string GetStatsJson(const v1::GetStatsResponse& response) {
+  v1::GetStatsResponse rest;  // all but the topics
+  if (response.has_due_soon()) *rest.mutable_due_soon() = response.due_soon();
+  *rest.mutable_fire_lateness() = response.fire_lateness();
+  pb::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  std::string printed;
+  constexpr absl::string_view kNoTopics = "{\"topics\":[]";
+  if (!pb::util::MessageToJsonString(rest, &printed, options).ok() ||
+      !absl::StartsWith(printed, kNoTopics)) {
+    printed.clear();  // the printer's own form, whatever it is
+    (void)pb::util::MessageToJsonString(response, &printed, options);
+    return printed;
+  }
+  std::string out = "{\"topics\":[";
+  out.reserve(printed.size() + 300 * response.topics_size());
+  for (const v1::TopicStats& t : response.topics()) {
+    if (&t != &response.topics(0)) out += ',';
+    // Field number order; 64-bit integers as strings, as the mapping says.
+    absl::StrAppend(&out, "{\"topic\":", JsonQuote(t.topic()),
+                    ",\"scheduled\":\"", t.scheduled(), "\",\"ready\":\"",
+                    t.ready(), "\",\"inFlight\":\"", t.in_flight(),
+                    "\",\"dead\":\"", t.dead(),
+                    "\",\"subscribers\":", t.subscribers());
+    absl::StrAppend(&out, ",\"dueNextMinute\":\"", t.due_next_minute(),
+                    "\",\"dueNextHour\":\"", t.due_next_hour(),
+                    "\",\"dueNextDay\":\"", t.due_next_day(), "\",\"done\":\"",
+                    t.done(), "\",\"canceled\":\"", t.canceled(),
+                    "\",\"fired\":\"", t.fired(), "\",\"acked\":\"", t.acked(),
+                    "\"}");
+  }
+  out += ']';
+  out.append(printed, kNoTopics.size());
+  return out;
+}
+
+namespace {
+
+HttpReply Reply(const v1::GetStatsResponse& response) {
+  HttpReply reply;
+  reply.body = GetStatsJson(response);
+  reply.body += '\n';
+  return reply;
+}
+
 // Runs `method` of the JobService on `request`, which `fill` fills first.
 template <typename Request, typename Response, typename Fill>
 HttpReply Call(JobService* jobs,

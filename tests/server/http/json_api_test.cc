@@ -3,11 +3,15 @@
 // HTTP is tests/e2e/http_api_test.py.
 #include "server/http/json_api.h"
 
+#include <cstdint>
+#include <limits>
+#include <random>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "server/http/http_reply.h"
 #include "tests/server/core/job_service_test_util.h"
@@ -34,6 +38,80 @@ class JsonApiTest : public JobServiceTest {
 
   JsonApi api_;
 };
+
+// GetStatsJson writes the topics itself; it must print what protobuf's
+// JSON mapping prints, for any values (0, the extremes, random ones).
+TEST(GetStatsJsonTest, PrintsWhatProtobufsJsonMappingPrints) {
+  std::mt19937_64 rng(3);
+  const auto value = [&]() -> uint64_t {
+    switch (rng() % 4) {
+      case 0:
+        return 0;
+      case 1:
+        return UINT64_MAX;
+      default:
+        return rng() >> (rng() % 64);
+    }
+  };
+  for (int round = 0; round < 200; ++round) {
+    v1::GetStatsResponse r;
+    const int topics = static_cast<int>(rng() % 4);
+    for (int i = 0; i < topics; ++i) {
+      v1::TopicStats* t = r.add_topics();
+      t->set_topic(absl::StrCat("t.", i, ":x-", rng() % 100));
+      t->set_scheduled(value());
+      t->set_ready(value());
+      t->set_in_flight(value());
+      t->set_dead(value());
+      t->set_subscribers(static_cast<uint32_t>(value()));
+      t->set_due_next_minute(value());
+      t->set_due_next_hour(value());
+      t->set_due_next_day(value());
+      t->set_done(value());
+      t->set_canceled(value());
+      t->set_fired(value());
+      t->set_acked(value());
+    }
+    if (rng() % 2 == 0) {
+      v1::DueSoon* soon = r.mutable_due_soon();
+      soon->mutable_from()->set_seconds(1'700'000'000 + round);
+      for (int i = 0; i < 60; ++i) soon->add_per_minute(value());
+      for (int i = 0; i < 24; ++i) soon->add_per_hour(value());
+    }
+    for (double le :
+         {0.0005, 0.25, 1.0, 300.0, std::numeric_limits<double>::infinity()}) {
+      if (rng() % 3 == 0) continue;
+      v1::LatenessBucket* b = r.add_fire_lateness();
+      b->set_le_seconds(le);
+      b->set_count(value());
+    }
+    google::protobuf::util::JsonPrintOptions options;
+    options.always_print_primitive_fields = true;
+    std::string want;
+    ASSERT_TRUE(
+        google::protobuf::util::MessageToJsonString(r, &want, options).ok());
+    ASSERT_EQ(GetStatsJson(r), want) << r.ShortDebugString();
+  }
+}
+
+TEST_F(JsonApiTest, StatsAnswerInProtobufsJsonMapping) {
+  MustSchedule("a", "x", 30'000);
+  MustSchedule("b", "y", 7'200'000);
+  HttpReply r = Call("GET", "/api/v1/stats", "", "due_soon=true");
+  ASSERT_EQ(r.code, 200) << r.body;
+  ASSERT_OK_AND_ASSIGN(v1::GetStatsResponse want, service().GetStats([] {
+    v1::GetStatsRequest req;
+    req.set_due_soon(true);
+    return req;
+  }()));
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  ASSERT_TRUE(
+      google::protobuf::util::MessageToJsonString(want, &json, options).ok());
+  EXPECT_EQ(r.body, json + "\n");
+  EXPECT_THAT(r.body, HasSubstr(R"("topic":"b","scheduled":"1")"));
+}
 
 TEST_F(JsonApiTest, SchedulesGetsAndCancelsAJob) {
   HttpReply r = Call("POST", "/api/v1/jobs",
