@@ -9,8 +9,8 @@
 //                                          (one channel per thread);
 //   http_bench stats  --http=H:P [--threads --seconds]   GET /api/v1/stats;
 //   http_bench refresh --http=H:P --seconds=N   one GET /api/v1/stats a
-//       second (the console's live view), for the caller to time the
-//       server's CPU.
+//       second (the console's live view; every tenth also asks for the
+//       due-soon chart), for the caller to time the server's CPU.
 // Results: BENCHMARKS.md, "HTTP/JSON API (issue 16)"; bench/http/measure.sh
 // runs them side by side.
 #include <arpa/inet.h>
@@ -20,7 +20,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -165,10 +167,20 @@ int main(int argc, char** argv) {
     for (int t = 0; t < absl::GetFlag(FLAGS_threads); ++t) {
       grpc::ChannelArguments args;
       args.SetInt("grpc.channel_id", t);  // a channel (connection) each
-      stubs.push_back(delayd::v1::DelayQueue::NewStub(
-          grpc::CreateCustomChannel(absl::GetFlag(FLAGS_grpc),
-                                    grpc::InsecureChannelCredentials(), args)));
+      std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+          absl::GetFlag(FLAGS_grpc), grpc::InsecureChannelCredentials(), args);
+      // Connected before the clock starts: gRPC 1.51 can fail a first
+      // connection attempt under load (see delayctl), and a failed channel
+      // then fails every call at once for its reconnect backoff.
+      if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                     std::chrono::seconds(10))) {
+        std::fprintf(stderr, "http_bench: cannot connect to %s\n",
+                     absl::GetFlag(FLAGS_grpc).c_str());
+        return 1;
+      }
+      stubs.push_back(delayd::v1::DelayQueue::NewStub(channel));
     }
+    std::atomic<bool> reported{false};
     Loop("grpc Schedule", [&](int t, int64_t n) {
       delayd::v1::ScheduleRequest request;
       delayd::v1::JobSpec& job = *request.mutable_job();
@@ -181,15 +193,24 @@ int main(int argc, char** argv) {
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() +
                            std::chrono::seconds(10));
-      return stubs[t]->Schedule(&context, request, &response).ok();
+      const grpc::Status status =
+          stubs[t]->Schedule(&context, request, &response);
+      if (!status.ok() && !reported.exchange(true)) {
+        std::fprintf(stderr, "grpc Schedule: first error: %d %s\n",
+                     status.error_code(), status.error_message().c_str());
+      }
+      return status.ok();
     });
   } else if (command == "refresh") {
     const std::string request = Request("GET", "/api/v1/stats", http, "");
+    const std::string chart =
+        Request("GET", "/api/v1/stats?dueSoon=true", http, "");
     int bad = 0;
     const int seconds = absl::GetFlag(FLAGS_seconds);
     const absl::Time start = absl::Now();
     for (int i = 0; i < seconds; ++i) {
-      if (HttpCall(to, request) != 200) ++bad;
+      // The console's due-soon chart refreshes every 10 s.
+      if (HttpCall(to, i % 10 == 0 ? chart : request) != 200) ++bad;
       absl::SleepFor(start + absl::Seconds(i + 1) - absl::Now());
     }
     std::printf("refresh: %d calls at 1/s, errors %d\n", seconds, bad);
