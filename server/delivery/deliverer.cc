@@ -70,6 +70,17 @@ absl::flat_hash_map<std::string, size_t> Deliverer::UnwrittenByTopic() {
   return state_.subscribers.UnwrittenByTopic();
 }
 
+void Deliverer::Written(uint64_t subscriber) {
+  std::string topic;
+  {
+    absl::MutexLock lock(&state_.mu);
+    const SubscriberSet::Subscriber* sub = state_.subscribers.Find(subscriber);
+    if (sub == nullptr) return;
+    topic = sub->topic;
+  }
+  if (d_.ledger->topics().CountsOf(topic).ready > 0) loop_.Kick(topic);
+}
+
 void Deliverer::Unsubscribe(uint64_t subscriber, absl::string_view reason) {
   std::vector<JobKey> keys;
   std::string topic;

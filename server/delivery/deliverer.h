@@ -90,6 +90,13 @@ class Deliverer {
   // redelivered at once to the others (their attempts count; last_error
   // `reason`). Never blocks on I/O. Unknown ids are ignored.
   void Unsubscribe(uint64_t subscriber, absl::string_view reason);
+  // The subscriber's sink wrote deliveries to its stream: the room its
+  // unwritten deliveries took is free again (SubscriberSet::Reserve counts
+  // them against its credit), so its topic's ready jobs are dispatched.
+  // Without it, a job that became ready while the only subscriber's last
+  // delivery was still being written waited for the next event of its
+  // topic. Unknown ids are ignored.
+  void Written(uint64_t subscriber);
   // Closes every stream with `status` and refuses new subscribers (server
   // shutdown). Their OnDone calls Unsubscribe as usual.
   void CloseAll(const absl::Status& status);

@@ -174,10 +174,18 @@ SubscribeReactor::SubscribeReactor(Deliverer* deliverer, RpcMetrics* metrics,
     stream_->Close(id.status());
     return;
   }
-  subscriber_ = *id;
+  subscriber_.store(*id, std::memory_order_release);
 }
 
-void SubscribeReactor::OnWriteDone(bool ok) { stream_->WriteDone(ok); }
+void SubscribeReactor::OnWriteDone(bool ok) {
+  stream_->WriteDone(ok);
+  // Its room grew by what was written: jobs that became ready meanwhile
+  // may go to it now.
+  if (const uint64_t id = subscriber_.load(std::memory_order_acquire);
+      ok && id != 0) {
+    deliverer_->Written(id);
+  }
+}
 
 void SubscribeReactor::OnCancel() {
   stream_->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
@@ -185,8 +193,9 @@ void SubscribeReactor::OnCancel() {
 }
 
 void SubscribeReactor::OnDone() {
-  if (subscriber_ != 0) {
-    deliverer_->Unsubscribe(subscriber_, "subscriber stream ended");
+  if (const uint64_t id = subscriber_.load(std::memory_order_acquire);
+      id != 0) {
+    deliverer_->Unsubscribe(id, "subscriber stream ended");
   }
   metrics_->Record("Subscribe", stream_->code(), absl::Now() - start_);
   delete this;

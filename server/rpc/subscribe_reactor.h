@@ -16,6 +16,7 @@
 #ifndef DELAYD_SERVER_RPC_SUBSCRIBE_REACTOR_H_
 #define DELAYD_SERVER_RPC_SUBSCRIBE_REACTOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -49,7 +50,9 @@ class SubscribeReactor final
   RpcMetrics* const metrics_;
   const absl::Time start_;
   const std::shared_ptr<Stream> stream_;
-  uint64_t subscriber_ = 0;  // 0: never registered
+  // 0: never registered. Atomic: a write may end (OnWriteDone) before the
+  // constructor has stored it.
+  std::atomic<uint64_t> subscriber_{0};
 };
 
 }  // namespace delayd::server

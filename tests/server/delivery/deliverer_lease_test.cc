@@ -152,6 +152,28 @@ TEST_F(DelivererTest, ASubscriberThatStopsReadingHoldsNoMoreThanItsCredit) {
   EXPECT_THAT(stuck.sink->sends(), ElementsAre(3));
 }
 
+// Jobs that became ready while the only subscriber's room was taken by an
+// unwritten delivery go to it once that delivery is written, with nothing
+// else happening in the topic (before, they waited for the topic's next
+// event: in the RPC fuzz test, a job nacked with zero backoff before the
+// server's OnWriteDone of its delivery was never redelivered).
+TEST_F(DelivererTest, JobsReadyWhileADeliveryIsUnwrittenGoOnceItIsWritten) {
+  service().Start();
+  Sub sub = Subscribe("t", 1);
+  sub.sink->Stall();
+  MustScheduleWith("t", "a", 100, Retry(100, 1000));
+  MustScheduleWith("t", "b", 100, Retry(100, 1000));
+  Quiesce();
+  clock_.SetMs(kStartMs + 100);
+  ASSERT_TRUE(PollUntil([&] { return sub.sink->Unwritten() == 1; }, kWait));
+  clock_.SetMs(kStartMs + 1100);  // the lease expired: credit back, room not
+  Quiesce();
+  ASSERT_EQ(sub.sink->sends().size(), 1u);
+  ASSERT_EQ(Counts("t").ready, 2);
+  sub.sink->Unstall();  // written: the room is free
+  EXPECT_TRUE(sub.sink->WaitFor(2));
+}
+
 TEST_F(DelivererTest, LeaseExpiryCountsTowardsMaxAttempts) {
   service().Start();
   Sub sub = Subscribe("t");

@@ -6,6 +6,7 @@
 #ifndef DELAYD_TESTS_SERVER_DELIVERER_TEST_UTIL_H_
 #define DELAYD_TESTS_SERVER_DELIVERER_TEST_UTIL_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,11 +48,21 @@ class FakeSink final : public DeliverySink {
     absl::MutexLock lock(&mu_);
     stalled_ = true;
   }
+  // Then tells `on_written` (as a stream's OnWriteDone tells the Deliverer).
   void Unstall() {
+    std::function<void()> written;
+    {
+      absl::MutexLock lock(&mu_);
+      stalled_ = false;
+      for (v1::Delivery& d : held_) Receive(std::move(d));
+      held_.clear();
+      written = on_written_;
+    }
+    if (written) written();
+  }
+  void OnWritten(std::function<void()> f) {
     absl::MutexLock lock(&mu_);
-    stalled_ = false;
-    for (v1::Delivery& d : held_) Receive(std::move(d));
-    held_.clear();
+    on_written_ = std::move(f);
   }
   // The size of each Send, in order.
   std::vector<size_t> sends() {
@@ -109,6 +120,7 @@ class FakeSink final : public DeliverySink {
   std::vector<v1::Delivery> held_ ABSL_GUARDED_BY(mu_);
   std::vector<size_t> sends_ ABSL_GUARDED_BY(mu_);
   bool stalled_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> on_written_ ABSL_GUARDED_BY(mu_);
   int early_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
 };
@@ -139,6 +151,7 @@ class DelivererTest : public JobServiceTest {
     absl::StatusOr<uint64_t> id = deliverer().Subscribe(req, sub.sink);
     EXPECT_OK(id);
     sub.id = id.value_or(0);
+    sub.sink->OnWritten([this, id = sub.id] { deliverer().Written(id); });
     return sub;
   }
 
