@@ -63,7 +63,8 @@ std::optional<int64_t> DueIndexEntryOf(const JobRecord& record) {
 }
 
 uint32_t DueMarkOf(const JobRecord& record) {
-  return record.job().has_recurring() ? kRecurringMark : 0;
+  if (record.job().has_recurring()) return kRecurringMark;
+  return record.made_ahead() && record.job().attempts() == 0 ? kAheadMark : 0;
 }
 
 std::optional<int64_t> ExpiryIndexEntryOf(const JobRecord& record) {

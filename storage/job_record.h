@@ -23,7 +23,7 @@ inline constexpr uint32_t kJobRecordFormatVersion = 1;
 // The StoreMeta.layout_version this code writes and the newest it opens
 // (column families and key layout, storage/key_codec.h).
 // History: job_record.proto.
-inline constexpr uint32_t kStoreLayoutVersion = 4;
+inline constexpr uint32_t kStoreLayoutVersion = 5;
 
 // SCHEDULED, READY and IN_FLIGHT jobs are live: they have a due index entry.
 // DEAD, DONE and CANCELED (and UNSPECIFIED) ones do not.
@@ -52,7 +52,9 @@ std::optional<int64_t> DueIndexEntryOf(const JobRecord& record);
 // when it is retained, nullopt otherwise. The value a caller passes as a
 // Mutation's previous_expiry_ms for the record currently stored.
 // The mark a put of `record` gives its due entry: kRecurringMark for a
-// recurring job (job.recurring set), 0 (none) otherwise.
+// recurring job (job.recurring set), kAheadMark for an occurrence made
+// ahead that no delivery has reached (made_ahead, no attempt), 0 (none)
+// otherwise.
 uint32_t DueMarkOf(const JobRecord& record);
 
 std::optional<int64_t> ExpiryIndexEntryOf(const JobRecord& record);

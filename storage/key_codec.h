@@ -1,9 +1,10 @@
 // The key layout of delayd's RocksDB store, and the functions that encode and
 // decode its keys. Pure functions; thread-safe.
 //
-// Layout version 4 (kStoreLayoutVersion in job_record.h; bump it on any
+// Layout version 5 (kStoreLayoutVersion in job_record.h; bump it on any
 // change here, see storage/job_record.proto; version 1 had no `expiry`,
-// version 2 no attempt marks, version 3 no recurring marks):
+// version 2 no attempt marks, version 3 no recurring marks, version 4 no
+// ahead marks):
 //
 //   column family   key                                   value
 //   -------------   -----------------------------------   ----------------
@@ -39,6 +40,10 @@
 //   by every put of its record: the fire path and recovery tell its entries
 //   from those of one-shot jobs without reading a record. A recurring job
 //   is never delivered itself, so it never has an attempt mark.
+// * The due entry of an occurrence made ahead of its time (layout 5), not
+//   yet delivered, is marked kAheadMark: recovery finds those whose time
+//   passed while the server was down without reading any other record.
+//   Its first delivery's attempt mark replaces it.
 #ifndef DELAYD_STORAGE_KEY_CODEC_H_
 #define DELAYD_STORAGE_KEY_CODEC_H_
 
@@ -99,6 +104,9 @@ absl::StatusOr<DueKeyView> DecodeDueKey(std::string_view key);
 // The mark of a recurring job's due entry; never an attempt (max_attempts
 // is far below it).
 inline constexpr uint32_t kRecurringMark = 0xffffffff;
+// The mark of an occurrence made ahead and not yet delivered (JobRecord
+// made_ahead); never an attempt either.
+inline constexpr uint32_t kAheadMark = 0xfffffffe;
 
 // The value of a due entry marked with `attempt` (>= 1): its varint32.
 std::string EncodeAttemptMark(uint32_t attempt);

@@ -395,6 +395,30 @@ TYPED_TEST(JobStoreTest, ARecurringJobsDueEntryIsMarkedByEveryPutOfIt) {
   ExpectDueIndexConsistent(Dump(this->store()));
 }
 
+// An occurrence made ahead (layout 5) is marked kAheadMark until a
+// delivery reaches it: the attempt mark replaces it, and a put after an
+// attempt (a retry) carries none.
+TYPED_TEST(JobStoreTest, AnOccurrenceMadeAheadIsMarkedUntilADeliveryReachesIt) {
+  JobRecord child = MakeRecord("t", "cron@20", 20);
+  child.set_made_ahead(true);
+  this->Put(child, std::nullopt);
+  this->Put(MakeRecord("t", "once", 20), std::nullopt);
+  EXPECT_THAT(this->Marks(),
+              ElementsAre(Pair("t/cron@20", kAheadMark), Pair("t/once", 0u)));
+  this->harness_.Reopen();
+  EXPECT_THAT(this->Marks(),
+              ElementsAre(Pair("t/cron@20", kAheadMark), Pair("t/once", 0u)));
+  const Mutation delivered = Mutation::MarkAttempt("t", "cron@20", 20, 1);
+  ASSERT_OK(this->store().Apply({&delivered, 1}, Durability::kNoSync));
+  EXPECT_THAT(this->Marks(),
+              ElementsAre(Pair("t/cron@20", 1u), Pair("t/once", 0u)));
+  child.mutable_job()->set_attempts(1);
+  this->Put(child, 20);
+  EXPECT_THAT(this->Marks(),
+              ElementsAre(Pair("t/cron@20", 0u), Pair("t/once", 0u)));
+  ExpectDueIndexConsistent(Dump(this->store()));
+}
+
 TYPED_TEST(JobStoreTest, AnAttemptMarkNeedsTheJobsDueEntry) {
   this->Put(MakeRecord("t", "live", 10), std::nullopt);
   this->Put(MakeRecord("t", "dead", 10, JOB_STATE_DEAD), std::nullopt);
