@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "server/base/log.h"
 #include "server/jobs/job_key.h"
+#include "server/recurring/planner.h"
 
 namespace delayd::server {
 namespace {
@@ -61,6 +62,14 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover(
   const int64_t horizon_end = horizon_.HorizonEnd(now_ms);
   timers_.SetHorizon(horizon_end);
   RecoveryStats stats;
+  // Saturated: the clock may be near INT64_MIN in tests, never wrapping.
+  const int64_t cutoff = now_ms < std::numeric_limits<int64_t>::min() +
+                                      recurring::kMisfireThresholdMs
+                             ? std::numeric_limits<int64_t>::min()
+                             : now_ms - recurring::kMisfireThresholdMs;
+  absl::StatusOr<int64_t> withdrawn = WithdrawMisfiredAhead(cutoff);
+  if (!withdrawn.ok()) return withdrawn.status();
+  stats.ahead_withdrawn = *withdrawn;
   std::vector<JobTimers::Entry> entries;
   std::vector<Marked> marked;
   std::vector<JobKey> parents;  // recurring jobs
@@ -83,7 +92,8 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover(
           if (recompute_recurring) {
             parents.push_back({std::string(std_topic), std::string(std_id)});
           }
-        } else if (mark > 0) {
+        } else if (mark > 0 && mark != storage::kAheadMark) {
+          // (An occurrence made ahead is a one-shot job not delivered yet.)
           marked.push_back(
               {std::string(std_topic), std::string(std_id), due_ms, mark});
         }
@@ -150,6 +160,69 @@ absl::StatusOr<int64_t> JobService::RewriteChunked(
     written += static_cast<int64_t>(mutations.size());
   }
   return written;
+}
+
+absl::StatusOr<int64_t> JobService::WithdrawMisfiredAhead(int64_t cutoff_ms) {
+  std::vector<JobKey> children;
+  absl::Status scan = store_->ScanDueMarked(
+      0, cutoff_ms,
+      [&](int64_t, std::string_view topic, std::string_view id, uint32_t mark) {
+        if (mark == storage::kAheadMark) {
+          children.push_back({std::string(topic), std::string(id)});
+        }
+        return true;
+      });
+  if (!scan.ok()) return scan;
+  constexpr size_t kChunk = 1024;
+  int64_t withdrawn = 0;
+  for (size_t begin = 0; begin < children.size(); begin += kChunk) {
+    const size_t end = std::min(children.size(), begin + kChunk);
+    std::vector<storage::JobKeyView> keys;
+    for (size_t i = begin; i < end; ++i) {
+      keys.push_back({children[i].topic, children[i].id});
+    }
+    absl::StatusOr<std::vector<std::optional<storage::JobRecord>>> child =
+        store_->MultiGet(keys);
+    if (!child.ok()) return child.status();
+    // Their parents: same topic, the id they name.
+    std::vector<storage::JobKeyView> parent_keys;
+    for (const std::optional<storage::JobRecord>& c : *child) {
+      if (c.has_value() && c->job().has_occurrence_of()) {
+        parent_keys.push_back(
+            {c->job().topic(), c->job().occurrence_of().id()});
+      }
+    }
+    absl::StatusOr<std::vector<std::optional<storage::JobRecord>>> parents =
+        store_->MultiGet(parent_keys);
+    if (!parents.ok()) return parents.status();
+    std::vector<storage::Mutation> mutations;
+    size_t p = 0;
+    for (const std::optional<storage::JobRecord>& c : *child) {
+      if (!c.has_value() || !c->job().has_occurrence_of()) continue;
+      std::optional<storage::JobRecord>& parent = (*parents)[p++];
+      if (!parent.has_value()) continue;
+      storage::JobRecord rewound = *parent;
+      std::optional<storage::Mutation> withdraw =
+          WithdrawAhead(rewound, c, std::numeric_limits<int64_t>::min());
+      if (!withdraw.has_value()) continue;
+      mutations.push_back(*std::move(withdraw));
+      mutations.push_back(storage::Mutation::Put(
+          std::move(rewound), storage::DueIndexEntryOf(*parent),
+          storage::ExpiryIndexEntryOf(*parent)));
+    }
+    if (absl::Status s = store_->Apply(mutations, storage::Durability::kSync);
+        !s.ok()) {
+      return s;
+    }
+    withdrawn += static_cast<int64_t>(mutations.size() / 2);
+  }
+  if (withdrawn > 0) {
+    DELAYD_LOG_INFO(
+        "withdrew %d occurrences made ahead whose time passed while the "
+        "server was down; their recurring jobs plan them as misfires",
+        withdrawn);
+  }
+  return withdrawn;
 }
 
 absl::Status JobService::RecoverInFlight(const std::vector<Marked>& marked) {

@@ -68,6 +68,9 @@ class JobService {
     // (computed again with this process's tzdata).
     int64_t recurring = 0;
     int64_t recurring_moved = 0;
+    // Occurrences made ahead whose time passed more than the misfire
+    // threshold before the start: withdrawn, left to the misfire policy.
+    int64_t ahead_withdrawn = 0;
     absl::Duration duration;
   };
 
@@ -97,6 +100,9 @@ class JobService {
   // last process ended: its lease is gone) as IN_FLIGHT with the marked
   // attempts, so Dispatch delivers it again as the next attempt, or makes
   // it DEAD when none is left. Call once, before Start.
+  // Before that, it withdraws the occurrences made ahead whose time passed
+  // more than the misfire threshold ago (the server was down through it):
+  // their recurring jobs then plan them by the misfire policy.
   // recompute_recurring: compute every recurring job's next occurrence
   // again (a read per recurring job): the caller knows the tzdata changed,
   // or cannot tell.
@@ -203,6 +209,11 @@ class JobService {
   absl::StatusOr<int64_t> RecomputeRecurring(
       const std::vector<JobKey>& parents,
       std::vector<JobTimers::Entry>& entries);
+  // Withdraws the occurrences made ahead (due entries marked kAheadMark)
+  // due before `cutoff_ms`, rewinding their parents, in synced chunks, so
+  // that the parents fire at once and plan them as misfires. Returns how
+  // many were withdrawn.
+  absl::StatusOr<int64_t> WithdrawMisfiredAhead(int64_t cutoff_ms);
   // Writes the jobs of `marked` as IN_FLIGHT with the marked attempts (see
   // Recover), in synced chunks.
   absl::Status RecoverInFlight(const std::vector<Marked>& marked);

@@ -2,6 +2,8 @@
 // and Redrive are in job_writer_prefix.cc.
 #include "server/core/job_writer.h"
 
+#include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -63,6 +65,55 @@ bool JobWriter::Occupied(const std::optional<JobRecord>& stored) const {
          d_.retention->enabled();
 }
 
+absl::StatusOr<JobWriter::Locked> JobWriter::LockAndRead(
+    std::span<const storage::JobKeyView> keys, std::vector<uint64_t> hashes) {
+  while (true) {
+    Locked out;
+    out.guard = std::make_unique<KeyLocks::Guard>(*d_.locks, hashes);
+    if (keys.size() == 1) {
+      absl::StatusOr<std::optional<JobRecord>> one =
+          d_.store->Get(keys[0].topic, keys[0].id);
+      if (!one.ok()) return one.status();
+      out.stored.push_back(*std::move(one));
+    } else {
+      absl::StatusOr<std::vector<std::optional<JobRecord>>> many =
+          d_.store->MultiGet(keys);
+      if (!many.ok()) return many.status();
+      out.stored = *std::move(many);
+    }
+    d_.deliverer->OverlayLeases(out.stored);
+    out.ahead.resize(keys.size());
+    std::vector<std::string> ids;  // reserved: the views below stay valid
+    ids.reserve(keys.size());
+    std::vector<storage::JobKeyView> child_keys;
+    std::vector<size_t> of;
+    bool held = true;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!out.stored[i].has_value()) continue;
+      std::optional<std::string> id = AheadChildId(*out.stored[i]);
+      if (!id.has_value()) continue;
+      ids.push_back(*std::move(id));
+      child_keys.push_back({keys[i].topic, ids.back()});
+      of.push_back(i);
+      const uint64_t hash = KeyHash(AsAbsl(keys[i].topic), ids.back());
+      if (std::find(hashes.begin(), hashes.end(), hash) == hashes.end()) {
+        hashes.push_back(hash);
+        held = false;
+      }
+    }
+    if (!held) continue;  // again, with those locks too
+    if (child_keys.empty()) return out;
+    absl::StatusOr<std::vector<std::optional<JobRecord>>> children =
+        d_.store->MultiGet(child_keys);
+    if (!children.ok()) return children.status();
+    d_.deliverer->OverlayLeases(*children);
+    for (size_t k = 0; k < of.size(); ++k) {
+      out.ahead[of[k]] = std::move((*children)[k]);
+    }
+    return out;
+  }
+}
+
 absl::StatusOr<JobWriter::Planned> JobWriter::Plan(
     absl::string_view field, const v1::ScheduleRequest& req, int64_t now_ms) {
   const std::string job_field = absl::StrCat(field, "job");
@@ -96,6 +147,7 @@ absl::StatusOr<JobWriter::Planned> JobWriter::Plan(
 
 JobWriter::Decision JobWriter::Decide(const Planned& plan,
                                       const std::optional<JobRecord>& stored,
+                                      const std::optional<JobRecord>& ahead,
                                       int64_t now_ms) {
   const v1::JobSpec& spec = plan.request.job();
   Decision d;
@@ -145,6 +197,11 @@ JobWriter::Decision JobWriter::Decide(const Planned& plan,
   }
   d.job = PresentJob(record, now_ms);
   d.created = true;
+  if (stored.has_value()) {
+    // A recurring job replaced: its occurrence made ahead goes with it.
+    JobRecord old = *stored;
+    d.withdraw = WithdrawAhead(old, ahead, now_ms);
+  }
   d.mutation = Mutation::Put(
       std::move(record), stored ? DueIndexEntryOf(*stored) : std::nullopt,
       stored ? ExpiryIndexEntryOf(*stored) : std::nullopt);
@@ -152,6 +209,10 @@ JobWriter::Decision JobWriter::Decide(const Planned& plan,
 }
 
 void JobWriter::Commit(const Decision& d) {
+  if (d.withdraw.has_value()) {
+    d_.ledger->Apply(JobLedger::Of(*d.withdraw, v1::JOB_STATE_SCHEDULED,
+                                   JobLedger::Cause::kOther));
+  }
   if (!d.mutation.has_value()) return;
   const Mutation& m = *d.mutation;
   d_.ledger->Apply(JobLedger::Of(m, d.was,
@@ -173,11 +234,14 @@ void JobWriter::Commit(const Decision& d) {
 
 absl::Status JobWriter::WriteAndCommit(const Decision& d) {
   if (d.mutation.has_value()) {
-    if (absl::Status s =
-            d_.store->Apply({&*d.mutation, 1}, storage::Durability::kSync);
-        !s.ok()) {
-      return s;
+    absl::Status s;
+    if (d.withdraw.has_value()) {
+      const Mutation both[] = {*d.mutation, *d.withdraw};
+      s = d_.store->Apply(both, storage::Durability::kSync);
+    } else {
+      s = d_.store->Apply({&*d.mutation, 1}, storage::Durability::kSync);
     }
+    if (!s.ok()) return s;
   }
   Commit(d);
   return absl::OkStatus();
@@ -189,12 +253,11 @@ absl::StatusOr<v1::ScheduleResponse> JobWriter::Schedule(
   absl::StatusOr<Planned> plan = Plan("", req, now_ms);
   if (!plan.ok()) return plan.status();
   const v1::JobSpec& spec = plan->request.job();
-  KeyLocks::Guard guard(*d_.locks, KeyHash(spec.topic(), spec.id()));
-  absl::StatusOr<std::optional<JobRecord>> stored =
-      d_.store->Get(spec.topic(), spec.id());
-  if (!stored.ok()) return stored.status();
-  d_.deliverer->OverlayLeases({&*stored, 1});
-  Decision d = Decide(*plan, *stored, now_ms);
+  const storage::JobKeyView key{spec.topic(), spec.id()};
+  absl::StatusOr<Locked> locked =
+      LockAndRead({&key, 1}, {KeyHash(spec.topic(), spec.id())});
+  if (!locked.ok()) return locked.status();
+  Decision d = Decide(*plan, locked->stored[0], locked->ahead[0], now_ms);
   if (!d.status.ok()) return d.status;
   if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
   v1::ScheduleResponse response;
@@ -242,17 +305,17 @@ absl::StatusOr<v1::ScheduleBatchResponse> JobWriter::ScheduleBatch(
       keys.push_back({plan->request.job().topic(), plan->request.job().id()});
   }
 
-  KeyLocks::Guard guard(*d_.locks, hashes);
-  absl::StatusOr<std::vector<std::optional<JobRecord>>> stored =
-      d_.store->MultiGet(keys);
-  if (!stored.ok()) return stored.status();
-  d_.deliverer->OverlayLeases(*stored);
+  absl::StatusOr<Locked> locked = LockAndRead(keys, std::move(hashes));
+  if (!locked.ok()) return locked.status();
   std::vector<Decision> decisions(n);
   std::vector<Mutation> mutations;
   for (size_t i = 0, k = 0; i < n; ++i) {
     if (!plans[i]) continue;
-    decisions[i] = Decide(*plans[i], (*stored)[k++], now_ms);
+    decisions[i] =
+        Decide(*plans[i], locked->stored[k], locked->ahead[k], now_ms);
+    ++k;
     if (decisions[i].mutation) mutations.push_back(*decisions[i].mutation);
+    if (decisions[i].withdraw) mutations.push_back(*decisions[i].withdraw);
   }
   // Refuse, before writing, a batch whose reply the client could not receive
   // (16 bytes a result over-estimate its framing, code and flag).
@@ -300,11 +363,11 @@ absl::StatusOr<v1::RescheduleResponse> JobWriter::Reschedule(
   absl::StatusOr<int64_t> due = ResolveDueMs("", req, now_ms, *d_.limits);
   if (!due.ok()) return due.status();
   const v1::JobKey& key = req.key();
-  KeyLocks::Guard guard(*d_.locks, KeyHash(key.topic(), key.id()));
-  absl::StatusOr<std::optional<JobRecord>> stored =
-      d_.store->Get(key.topic(), key.id());
-  if (!stored.ok()) return stored.status();
-  d_.deliverer->OverlayLeases({&*stored, 1});
+  const storage::JobKeyView view{key.topic(), key.id()};
+  absl::StatusOr<Locked> locked =
+      LockAndRead({&view, 1}, {KeyHash(key.topic(), key.id())});
+  if (!locked.ok()) return locked.status();
+  const std::optional<JobRecord>* stored = &locked->stored[0];
   if (!Occupied(*stored)) {
     return absl::NotFoundError(
         absl::StrCat("key: no job ", KeyText(key.topic(), key.id())));
@@ -319,7 +382,7 @@ absl::StatusOr<v1::RescheduleResponse> JobWriter::Reschedule(
                     "a recurrence to make it one"));
   }
   if (recurring && !IsFinished(state)) {
-    return RescheduleRecurring(req, **stored, now_ms);
+    return RescheduleRecurring(req, **stored, locked->ahead[0], now_ms);
   }
   if (IsFinished(state)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -353,14 +416,20 @@ absl::StatusOr<v1::RescheduleResponse> JobWriter::Reschedule(
 }
 
 JobWriter::Decision JobWriter::DecideCancel(
-    const std::optional<JobRecord>& stored, int64_t now_ms,
+    const std::optional<JobRecord>& stored,
+    const std::optional<JobRecord>& ahead, int64_t now_ms,
     v1::CancelResponse& response) {
   Decision d;
   if (!stored.has_value()) {
     response.set_outcome(v1::CANCEL_OUTCOME_NOT_FOUND);
     return d;
   }
-  const JobRecord& old = *stored;
+  // A recurring job's occurrence made ahead, not due yet, goes with it:
+  // the job is canceled (and shown) with its counts rewound, and its due
+  // entry, which Finish derives from the record it is given, as stored.
+  JobRecord old = *stored;
+  d.withdraw = WithdrawAhead(old, ahead, now_ms);
+  *old.mutable_job()->mutable_fire_at() = stored->job().fire_at();
   *response.mutable_job() = PresentJob(old, now_ms);
   switch (old.job().state()) {
     case v1::JOB_STATE_DONE:
@@ -398,13 +467,13 @@ absl::StatusOr<v1::CancelResponse> JobWriter::Cancel(
   }
   const int64_t now_ms = d_.clock->NowMs();
   const v1::JobKey& key = req.key();
-  KeyLocks::Guard guard(*d_.locks, KeyHash(key.topic(), key.id()));
-  absl::StatusOr<std::optional<JobRecord>> stored =
-      d_.store->Get(key.topic(), key.id());
-  if (!stored.ok()) return stored.status();
-  d_.deliverer->OverlayLeases({&*stored, 1});
+  const storage::JobKeyView view{key.topic(), key.id()};
+  absl::StatusOr<Locked> locked =
+      LockAndRead({&view, 1}, {KeyHash(key.topic(), key.id())});
+  if (!locked.ok()) return locked.status();
   v1::CancelResponse response;
-  const Decision d = DecideCancel(*stored, now_ms, response);
+  const Decision d =
+      DecideCancel(locked->stored[0], locked->ahead[0], now_ms, response);
   if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
   return response;
 }

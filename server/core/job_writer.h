@@ -29,8 +29,11 @@
 #define DELAYD_SERVER_CORE_JOB_WRITER_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
@@ -100,15 +103,36 @@ class JobWriter {
     absl::Status status;    // non-OK: refused (nothing to write)
     // The stored record's state; JOB_STATE_UNSPECIFIED when none.
     v1::JobState was = v1::JOB_STATE_UNSPECIFIED;
+    // The deletion of the occurrence a recurring job made ahead (see
+    // WithdrawAhead), written in the same batch.
+    std::optional<storage::Mutation> withdraw;
+  };
+  // Jobs read under their locks, leases overlaid; for each recurring job
+  // that made an occurrence ahead (AheadChildId), that occurrence read
+  // under its lock too, at the same index of `ahead` (nullopt otherwise):
+  // what a write needs to withdraw it.
+  struct Locked {
+    std::unique_ptr<KeyLocks::Guard> guard;
+    std::vector<std::optional<storage::JobRecord>> stored;
+    std::vector<std::optional<storage::JobRecord>> ahead;
   };
 
+  // Locks `hashes` (those of `keys`, in any order), and reads as Locked
+  // says. A job's occurrence made ahead is known only once the job is read:
+  // when one is not locked yet, the locks are let go and taken again with
+  // it, and the jobs read again.
+  absl::StatusOr<Locked> LockAndRead(std::span<const storage::JobKeyView> keys,
+                                     std::vector<uint64_t> hashes);
   absl::StatusOr<Planned> Plan(absl::string_view field,
                                const v1::ScheduleRequest& req, int64_t now_ms);
+  // `ahead`: the occurrence the stored job made ahead (Locked).
   Decision Decide(const Planned& plan,
                   const std::optional<storage::JobRecord>& stored,
+                  const std::optional<storage::JobRecord>& ahead,
                   int64_t now_ms);
   // Cancel of the stored job; fills response's outcome and job.
   Decision DecideCancel(const std::optional<storage::JobRecord>& stored,
+                        const std::optional<storage::JobRecord>& ahead,
                         int64_t now_ms, v1::CancelResponse& response);
   // Changes the jobs of `topic` whose id starts with `id_prefix` (is it,
   // when `exact`) and whose state `selects` (CancelByPrefix, Redrive): in
@@ -134,7 +158,7 @@ class JobWriter {
   // new recurrence: validated, its schedule restarted from now.
   absl::StatusOr<v1::RescheduleResponse> RescheduleRecurring(
       const v1::RescheduleRequest& req, const storage::JobRecord& stored,
-      int64_t now_ms);
+      const std::optional<storage::JobRecord>& ahead, int64_t now_ms);
   // PauseJob (pause) and ResumeJob (!pause).
   absl::StatusOr<v1::Job> SetPaused(const v1::JobKey& key, bool pause);
 

@@ -25,7 +25,7 @@ absl::StatusOr<v1::CancelByPrefixResponse> JobWriter::CancelByPrefix(
       },
       [this](const JobRecord& stored, int64_t now_ms) {
         v1::CancelResponse ignored;
-        return DecideCancel(stored, now_ms, ignored);
+        return DecideCancel(stored, std::nullopt, now_ms, ignored);
       });
   if (!canceled.ok()) return canceled.status();
   v1::CancelByPrefixResponse response;

@@ -27,7 +27,8 @@ std::string KeyText(const v1::JobKey& key) {
 }  // namespace
 
 absl::StatusOr<v1::RescheduleResponse> JobWriter::RescheduleRecurring(
-    const v1::RescheduleRequest& req, const JobRecord& stored, int64_t now_ms) {
+    const v1::RescheduleRequest& req, const JobRecord& stored,
+    const std::optional<JobRecord>& ahead, int64_t now_ms) {
   if (req.when_case() != v1::RescheduleRequest::WHEN_NOT_SET) {
     return absl::InvalidArgumentError(
         absl::StrCat(req.has_delay() ? "delay" : "fire_at",
@@ -42,6 +43,8 @@ absl::StatusOr<v1::RescheduleResponse> JobWriter::RescheduleRecurring(
       PrepareRecurrence("", spec, *d_.limits, now_ms);
   if (!prepared.ok()) return prepared.status();
   JobRecord record = stored;
+  // Its occurrence made ahead, not due yet, is of the old schedule.
+  std::optional<Mutation> withdraw = WithdrawAhead(record, ahead, now_ms);
   v1::Job& job = *record.mutable_job();
   // The counts stay: it is the same job with a new schedule.
   const v1::RecurringStatus old = job.recurring();
@@ -57,6 +60,7 @@ absl::StatusOr<v1::RescheduleResponse> JobWriter::RescheduleRecurring(
   d.was = stored.job().state();
   d.job = PresentJob(record, now_ms);
   d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(stored));
+  d.withdraw = std::move(withdraw);
   if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
   v1::RescheduleResponse response;
   *response.mutable_job() = std::move(d.job);
@@ -67,10 +71,11 @@ absl::StatusOr<v1::Job> JobWriter::SetPaused(const v1::JobKey& key,
                                              bool pause) {
   if (absl::Status s = ValidateKey("key", key, *d_.limits); !s.ok()) return s;
   const int64_t now_ms = d_.clock->NowMs();
-  KeyLocks::Guard guard(*d_.locks, KeyHash(key.topic(), key.id()));
-  absl::StatusOr<std::optional<JobRecord>> stored =
-      d_.store->Get(key.topic(), key.id());
-  if (!stored.ok()) return stored.status();
+  const storage::JobKeyView view{key.topic(), key.id()};
+  absl::StatusOr<Locked> locked =
+      LockAndRead({&view, 1}, {KeyHash(key.topic(), key.id())});
+  if (!locked.ok()) return locked.status();
+  const std::optional<JobRecord>* stored = &locked->stored[0];
   if (!stored->has_value() || IsFinished((*stored)->job().state())) {
     return absl::NotFoundError(
         absl::StrCat("key: no recurring job ", KeyText(key)));
@@ -86,21 +91,27 @@ absl::StatusOr<v1::Job> JobWriter::SetPaused(const v1::JobKey& key,
   if (paused == pause) return PresentJob(old, now_ms);  // already so
   JobRecord record = old;
   v1::Job& job = *record.mutable_job();
+  std::optional<Mutation> withdraw;
   if (pause) {
+    // Its occurrence made ahead, not due yet, is withdrawn: the next
+    // occurrence is that one again.
+    withdraw = WithdrawAhead(record, locked->ahead[0], now_ms);
     // No due entry while paused; fire_at keeps the next occurrence, to show.
     job.set_state(v1::JOB_STATE_PAUSED);
     if (job.recurring().has_next_occurrence()) {
       *job.mutable_fire_at() = job.recurring().next_occurrence();
     }
   } else {
-    // Due at its next occurrence, past ones included: the fire path treats
-    // those missed while paused as misfires.
+    // Due a lead before its next occurrence, past ones included: the fire
+    // path treats those missed while paused as misfires.
     job.set_state(v1::JOB_STATE_SCHEDULED);
     job.clear_last_error();
     const v1::RecurringStatus& r = job.recurring();
-    int64_t due = r.has_next_occurrence()
-                      ? TimestampToUnixMs(r.next_occurrence())
-                      : std::numeric_limits<int64_t>::max();
+    int64_t due = std::numeric_limits<int64_t>::max();
+    if (r.has_next_occurrence()) {
+      const int64_t next = TimestampToUnixMs(r.next_occurrence());
+      due = next - LeadMs(record.occurrences_through_ms(), next);
+    }
     if (r.has_buffered_occurrence()) due = std::min(due, now_ms);
     if (!r.has_next_occurrence() && !r.has_buffered_occurrence()) {
       // Paused by the fire path past its end: it finishes now.
@@ -113,6 +124,7 @@ absl::StatusOr<v1::Job> JobWriter::SetPaused(const v1::JobKey& key,
   d.was = old.job().state();
   d.job = PresentJob(record, now_ms);
   d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(old));
+  d.withdraw = std::move(withdraw);
   if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
   return std::move(d.job);
 }

@@ -38,12 +38,18 @@ bool Live(const std::optional<JobRecord>& child) {
   return child.has_value() && storage::IsLive(child->job().state());
 }
 
-// The parent's due time: its next occurrence, or sooner a recheck of its
-// buffered one.
-void SetDue(v1::Job& job, int64_t now_ms) {
+// The parent's due time: a lead before its next occurrence (at it, when
+// `at_occurrence`: the occurrence could not be made ahead), or sooner a
+// recheck of its buffered one.
+void SetDue(JobRecord& parent, int64_t now_ms, bool at_occurrence) {
+  v1::Job& job = *parent.mutable_job();
   const v1::RecurringStatus& r = job.recurring();
-  int64_t due = r.has_next_occurrence() ? TimestampToUnixMs(r.next_occurrence())
-                                        : std::numeric_limits<int64_t>::max();
+  int64_t due = std::numeric_limits<int64_t>::max();
+  if (r.has_next_occurrence()) {
+    const int64_t next = TimestampToUnixMs(r.next_occurrence());
+    due = at_occurrence ? next
+                        : next - LeadMs(parent.occurrences_through_ms(), next);
+  }
   if (r.has_buffered_occurrence()) {
     due = std::min(due, now_ms + kBufferRecheckMs);
   }
@@ -55,14 +61,93 @@ struct Firing {
   JobRecord old;
   JobRecord parent;               // advanced
   std::vector<int64_t> children;  // nominal times to make
+  // The next occurrence, to make ahead if the overlap policy allows.
+  std::optional<int64_t> ahead;
+  std::optional<int64_t> after_ahead;  // the occurrence after it
   uint64_t misfired = 0;
   uint64_t overlapped = 0;
 };
+
+// The child of `parent` (as advanced) for nominal time t, made at now_ms.
+JobRecord MakeChild(const v1::Job& parent, int64_t t, int64_t now_ms) {
+  const v1::RecurringStatus& r = parent.recurring();
+  // Recurrence::FromProto accepted it: whole milliseconds, 0 to 1 h.
+  const int64_t jitter_ms = r.recurrence().jitter().seconds() * 1000 +
+                            r.recurrence().jitter().nanos() / 1'000'000;
+  JobRecord record;
+  v1::Job& cj = *record.mutable_job();
+  cj.set_topic(parent.topic());
+  cj.set_id(OccurrenceId(parent.id(), t));
+  cj.set_payload(parent.payload());
+  cj.set_state(v1::JOB_STATE_SCHEDULED);
+  *cj.mutable_fire_at() = UnixMsToTimestamp(
+      t +
+      recurring::JitterMs(KeyHash(parent.topic(), parent.id()), t, jitter_ms));
+  *cj.mutable_retry() = parent.retry();
+  cj.mutable_labels()->insert(parent.labels().begin(), parent.labels().end());
+  *cj.mutable_created_at() = UnixMsToTimestamp(now_ms);
+  *cj.mutable_updated_at() = UnixMsToTimestamp(now_ms);
+  cj.mutable_occurrence_of()->set_id(parent.id());
+  *cj.mutable_occurrence_of()->mutable_nominal_time() = UnixMsToTimestamp(t);
+  return record;
+}
 
 }  // namespace
 
 std::string OccurrenceId(absl::string_view parent_id, int64_t nominal_ms) {
   return absl::StrCat(parent_id, "@", nominal_ms);
+}
+
+int64_t LeadMs(int64_t through_ms, int64_t next_ms) {
+  if (next_ms <= through_ms) return 0;
+  // Halved before subtracting: the difference of two int64 never wraps.
+  const int64_t half = next_ms / 2 - through_ms / 2;
+  return std::clamp<int64_t>(half, 0, kMaxLeadMs);
+}
+
+std::optional<std::string> AheadChildId(const JobRecord& record) {
+  if (!record.job().has_recurring() || record.ahead_ms() == 0 ||
+      storage::IsFinished(record.job().state())) {
+    return std::nullopt;
+  }
+  return OccurrenceId(record.job().id(), record.ahead_ms());
+}
+
+std::optional<Mutation> WithdrawAhead(JobRecord& parent,
+                                      const std::optional<JobRecord>& ahead,
+                                      int64_t due_after_ms) {
+  if (!ahead.has_value() || parent.ahead_ms() == 0 ||
+      storage::IsFinished(parent.job().state())) {
+    return std::nullopt;
+  }
+  const v1::Job& child = ahead->job();
+  if (!ahead->made_ahead() || child.attempts() != 0 ||
+      child.state() != v1::JOB_STATE_SCHEDULED ||
+      child.occurrence_of().id() != parent.job().id() ||
+      TimestampToUnixMs(child.occurrence_of().nominal_time()) !=
+          parent.ahead_ms() ||
+      TimestampToUnixMs(child.fire_at()) <= due_after_ms) {
+    return std::nullopt;
+  }
+  const int64_t nominal = parent.ahead_ms();
+  v1::Job& job = *parent.mutable_job();
+  v1::RecurringStatus& r = *job.mutable_recurring();
+  *r.mutable_next_occurrence() = UnixMsToTimestamp(nominal);
+  if (r.occurrences_fired() > 0) {
+    r.set_occurrences_fired(r.occurrences_fired() - 1);
+  }
+  if (parent.last_before_ahead_ms() != 0) {
+    *r.mutable_last_occurrence() =
+        UnixMsToTimestamp(parent.last_before_ahead_ms());
+  } else {
+    r.clear_last_occurrence();
+  }
+  parent.set_occurrences_through_ms(nominal - 1);
+  parent.set_ahead_ms(0);
+  parent.set_last_before_ahead_ms(0);
+  *job.mutable_fire_at() = UnixMsToTimestamp(nominal);
+  return Mutation::Delete(child.topic(), child.id(), DueIndexEntryOf(*ahead),
+                          ExpiryIndexEntryOf(*ahead));
 }
 
 absl::StatusOr<PreparedRecurrence> PrepareRecurrence(absl::string_view field,
@@ -110,8 +195,10 @@ void StartRecurring(const PreparedRecurrence& prepared, int64_t now_ms,
   *r.mutable_recurrence() = prepared.effective;
   *r.mutable_next_occurrence() = UnixMsToTimestamp(prepared.first_ms);
   record.set_occurrences_through_ms(now_ms - 1);
-  *record.mutable_job()->mutable_fire_at() =
-      UnixMsToTimestamp(prepared.first_ms);
+  record.set_ahead_ms(0);
+  record.set_last_before_ahead_ms(0);
+  *record.mutable_job()->mutable_fire_at() = UnixMsToTimestamp(
+      prepared.first_ms - LeadMs(now_ms - 1, prepared.first_ms));
 }
 
 std::optional<JobRecord> RecomputeNextOccurrence(const JobRecord& parent) {
@@ -132,7 +219,8 @@ std::optional<JobRecord> RecomputeNextOccurrence(const JobRecord& parent) {
   JobRecord moved = parent;
   *moved.mutable_job()->mutable_recurring()->mutable_next_occurrence() =
       UnixMsToTimestamp(*next);
-  *moved.mutable_job()->mutable_fire_at() = UnixMsToTimestamp(*next);
+  *moved.mutable_job()->mutable_fire_at() =
+      UnixMsToTimestamp(*next - LeadMs(parent.occurrences_through_ms(), *next));
   return moved;
 }
 
@@ -243,9 +331,9 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
     }
     v1::RecurringStatus& r = *job.mutable_recurring();
     const v1::Recurrence& spec = r.recurrence();
-    // Occurrences due now, by the misfire policy.
     if (r.has_next_occurrence() &&
         TimestampToUnixMs(r.next_occurrence()) <= now_ms) {
+      // Occurrences due now, by the misfire policy.
       recurring::Plan plan = recurring::PlanOccurrences(
           *recurrence, spec.misfire(), spec.max_occurrences(),
           r.occurrences_fired(), TimestampToUnixMs(r.next_occurrence()),
@@ -258,6 +346,15 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
         r.clear_next_occurrence();
       }
       f.parent.set_occurrences_through_ms(now_ms);
+    } else if (r.has_next_occurrence() && !r.has_buffered_occurrence()) {
+      // Within the lead of the next one: it may be made ahead.
+      const int64_t next = TimestampToUnixMs(r.next_occurrence());
+      if (next - now_ms <= LeadMs(f.parent.occurrences_through_ms(), next)) {
+        f.ahead = next;
+        const bool last = spec.max_occurrences() > 0 &&
+                          r.occurrences_fired() + 1 >= spec.max_occurrences();
+        if (!last) f.after_ahead = recurrence->NextAfter(next);
+      }
     }
     firings.push_back(std::move(f));
   }
@@ -265,6 +362,11 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
   // The last children (for overlap) and the new ones' keys (occupied?).
   std::vector<std::string> child_ids;
   std::vector<storage::JobKeyView> child_keys;
+  auto count = [](const Firing& f) {
+    const v1::RecurringStatus& r = f.parent.job().recurring();
+    return (r.has_last_occurrence() ? 1 : 0) + f.children.size() +
+           (r.has_buffered_occurrence() ? 1 : 0) + (f.ahead ? 1 : 0);
+  };
   for (const Firing& f : firings) {
     const v1::RecurringStatus& r = f.parent.job().recurring();
     if (r.has_last_occurrence()) {
@@ -278,13 +380,13 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
       child_ids.push_back(OccurrenceId(
           f.parent.job().id(), TimestampToUnixMs(r.buffered_occurrence())));
     }
+    if (f.ahead)
+      child_ids.push_back(OccurrenceId(f.parent.job().id(), *f.ahead));
   }
   // child_ids no longer grows: views into it stay valid.
   size_t next_child = 0;
   for (const Firing& f : firings) {
-    const v1::RecurringStatus& r = f.parent.job().recurring();
-    const size_t n = (r.has_last_occurrence() ? 1 : 0) + f.children.size() +
-                     (r.has_buffered_occurrence() ? 1 : 0);
+    const size_t n = count(f);
     for (size_t i = 0; i < n; ++i) {
       child_keys.push_back({f.parent.job().topic(), child_ids[next_child++]});
     }
@@ -304,6 +406,8 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
     for (int64_t t : f.children) make.push_back({t, &(*children)[c++]});
     const std::optional<JobRecord>* buffered_child =
         r.has_buffered_occurrence() ? &(*children)[c++] : nullptr;
+    const std::optional<JobRecord>* ahead_child =
+        f.ahead ? &(*children)[c++] : nullptr;
     if (job.state() == v1::JOB_STATE_PAUSED) {
       // Paused above: only the parent changes.
       mutations.push_back(Mutation::Put(f.parent, DueIndexEntryOf(f.old),
@@ -312,10 +416,6 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
       continue;
     }
     const v1::OverlapPolicy overlap = r.recurrence().overlap();
-    const uint64_t key_hash = KeyHash(job.topic(), job.id());
-    // Recurrence::FromProto accepted it: whole milliseconds, 0 to 1 h.
-    const int64_t jitter_ms = r.recurrence().jitter().seconds() * 1000 +
-                              r.recurrence().jitter().nanos() / 1'000'000;
     if (last_live && overlap != v1::OVERLAP_POLICY_ALLOW) {
       if (overlap == v1::OVERLAP_POLICY_BUFFER_ONE && !make.empty()) {
         // The latest waits; an older one waiting is passed over.
@@ -331,27 +431,38 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
                   {TimestampToUnixMs(r.buffered_occurrence()), buffered_child});
       r.clear_buffered_occurrence();
     }
+    // Made ahead only when nothing would stop it at its time: the last
+    // child has ended (or ALLOW), and its key is free.
+    bool at_occurrence = false;
+    if (f.ahead) {
+      const std::optional<JobRecord>& child = *ahead_child;
+      const bool taken =
+          child.has_value() &&
+          (Live(child) || child->job().state() == v1::JOB_STATE_DEAD);
+      if ((last_live && overlap != v1::OVERLAP_POLICY_ALLOW) || taken) {
+        at_occurrence = true;  // decided at the occurrence, as above
+      } else {
+        f.parent.set_ahead_ms(*f.ahead);
+        f.parent.set_last_before_ahead_ms(
+            r.has_last_occurrence() ? TimestampToUnixMs(r.last_occurrence())
+                                    : 0);
+        f.parent.set_occurrences_through_ms(*f.ahead);
+        if (f.after_ahead) {
+          *r.mutable_next_occurrence() = UnixMsToTimestamp(*f.after_ahead);
+        } else {
+          r.clear_next_occurrence();
+        }
+        make.push_back({*f.ahead, ahead_child});
+      }
+    }
     for (const auto& [t, child] : make) {
       if (child->has_value() &&
           (Live(*child) || (*child)->job().state() == v1::JOB_STATE_DEAD)) {
         ++f.overlapped;  // its key is taken
         continue;
       }
-      JobRecord record;
-      v1::Job& cj = *record.mutable_job();
-      cj.set_topic(job.topic());
-      cj.set_id(OccurrenceId(job.id(), t));
-      cj.set_payload(job.payload());
-      cj.set_state(v1::JOB_STATE_SCHEDULED);
-      *cj.mutable_fire_at() =
-          UnixMsToTimestamp(t + recurring::JitterMs(key_hash, t, jitter_ms));
-      *cj.mutable_retry() = job.retry();
-      cj.mutable_labels()->insert(job.labels().begin(), job.labels().end());
-      *cj.mutable_created_at() = UnixMsToTimestamp(now_ms);
-      *cj.mutable_updated_at() = UnixMsToTimestamp(now_ms);
-      cj.mutable_occurrence_of()->set_id(job.id());
-      *cj.mutable_occurrence_of()->mutable_nominal_time() =
-          UnixMsToTimestamp(t);
+      JobRecord record = MakeChild(job, t, now_ms);
+      record.set_made_ahead(f.ahead == t && !at_occurrence);
       before.push_back(child->has_value() ? (*child)->job().state()
                                           : v1::JOB_STATE_UNSPECIFIED);
       mutations.push_back(Mutation::Put(
@@ -371,7 +482,7 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
       mutations.push_back(
           d_.retention->Finish(f.parent, v1::JOB_STATE_DONE, now_ms));
     } else {
-      SetDue(job, now_ms);
+      SetDue(f.parent, now_ms, at_occurrence);
       mutations.push_back(Mutation::Put(f.parent, DueIndexEntryOf(f.old),
                                         ExpiryIndexEntryOf(f.old)));
     }

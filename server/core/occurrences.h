@@ -10,12 +10,32 @@
 // alone. One of kThreads workers then takes the parents' locks, checks
 // each is still due then and recurring (it may have been changed since),
 // and in one store write:
-//   * makes the occurrences the planner (recurring/planner.h) says are due
-//     into one-shot children `<id>@<nominal unix ms>` (payload, retry and
-//     labels of the parent; due at the nominal time plus the jitter;
-//     job.occurrence_of set), which then live as any one-shot job;
+//   * makes occurrences into one-shot children `<id>@<nominal unix ms>`
+//     (payload, retry and labels of the parent; due at the nominal time
+//     plus the jitter; job.occurrence_of set), which then live as any
+//     one-shot job;
 //   * advances the parent: counts, last occurrence, next occurrence, or
 //     DONE (through Retention) when the schedule has ended.
+//
+// Made ahead. A parent is due a lead before its next occurrence
+// (LeadMs: at most kMaxLeadMs, at most half the time since the previous
+// one), so that the occurrence's writes are done before its instant and it
+// fires as a one-shot job would, from the due index. Handled then, the
+// parent makes that one occurrence ahead (JobRecord.made_ahead, its due
+// entry marked kAheadMark) when the overlap policy allows it already: the
+// previous occurrence has ended (an ended job stays ended; a Redrive of a
+// DEAD one is the documented exception), or ALLOW. Otherwise (the previous
+// one still live, or one buffered) the parent becomes due at the
+// occurrence itself and decides there, as below. The parent keeps in
+// ahead_ms and last_before_ahead_ms what withdrawing the occurrence needs:
+// Pause, Reschedule, Cancel and Schedule IF_EXISTS_REPLACE withdraw one not
+// yet due (WithdrawAhead), and recovery withdraws one whose time passed
+// more than kMisfireThresholdMs before the start, so that the misfire
+// policy decides it as if it had never been made.
+//
+// At the occurrence (a parent due at or after it: not made ahead, after a
+// downtime, after a resume), the planner (recurring/planner.h) says which
+// occurrences are made now, by the misfire policy.
 // Overlap: the policy looks at the child made last before this firing
 // (read, not locked: a child that ends meanwhile is seen live, which errs
 // towards not firing). A child is live while its record is SCHEDULED,
@@ -27,7 +47,7 @@
 //               until the last child has ended; then it fires;
 //   ALLOW       always.
 // A child key held by a live job of another origin is not overwritten: that
-// occurrence counts as overlapped.
+// occurrence counts as overlapped (and is not made ahead).
 //
 // A failed read or write is tried again kRetryMs later, the same parents at
 // the same millisecond, until it succeeds or Stop.
@@ -38,6 +58,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -56,6 +77,7 @@
 #include "server/timer/clock.h"
 #include "storage/job_record.h"
 #include "storage/job_store.h"
+#include "storage/mutation.h"
 
 namespace delayd::server {
 
@@ -64,6 +86,14 @@ namespace delayd::server {
 inline constexpr size_t kOccurrenceSuffixBytes = 20;
 // BUFFER_ONE: how often a parent with a buffered occurrence looks again.
 inline constexpr int64_t kBufferRecheckMs = 1000;
+// The longest lead an occurrence is made ahead by.
+inline constexpr int64_t kMaxLeadMs = 10'000;
+
+// How long before occurrence `next_ms` a parent whose occurrences are
+// handled through `through_ms` is due: min(kMaxLeadMs, half the gap), never
+// negative. Half the gap: the previous occurrence has come by then, and at
+// most one occurrence is ever made ahead.
+int64_t LeadMs(int64_t through_ms, int64_t next_ms);
 
 std::string OccurrenceId(absl::string_view parent_id, int64_t nominal_ms);
 
@@ -86,6 +116,21 @@ absl::StatusOr<PreparedRecurrence> PrepareRecurrence(absl::string_view field,
 // recurrence: job.recurring, fire_at, occurrences_through_ms.
 void StartRecurring(const PreparedRecurrence& prepared, int64_t now_ms,
                     storage::JobRecord& record);
+
+// The occurrence `parent` made ahead, when it can still be withdrawn: the
+// record `ahead` (read under its lock, leases overlaid) is that child, no
+// delivery has reached it, and it is due after `due_after_ms` (the time of
+// the call: not due yet). Returns its deletion, and rewinds `parent` (a
+// copy of the stored one) to before it was made: its next occurrence is
+// that one again, the count and last occurrence as they were, its due
+// time that occurrence. nullopt (parent untouched) otherwise.
+std::optional<storage::Mutation> WithdrawAhead(
+    storage::JobRecord& parent, const std::optional<storage::JobRecord>& ahead,
+    int64_t due_after_ms);
+
+// The key of the occurrence `record` made ahead last, if it is a live
+// recurring job that did; the child may have been delivered since.
+std::optional<std::string> AheadChildId(const storage::JobRecord& record);
 
 // Recovery: the parent's next occurrence computed again from
 // occurrences_through_ms, with the tzdata of this process. Returns the

@@ -1,15 +1,18 @@
 // JobService: recurring jobs — occurrences made into one-shot children by
-// the fire path, the overlap and misfire policies, pause and resume, the
-// end of a schedule, Reschedule with a new recurrence, the refusals, and
+// the fire path, at their time or ahead of it, the overlap and misfire
+// policies, pause and resume, the end of a schedule, Reschedule with a new
+// recurrence, the refusals, withdrawing an occurrence made ahead, and
 // Recover computing the next occurrence again. FakeClock; the fire path
 // runs on the service's threads, so tests poll the store with a short
 // real-time deadline.
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/core/occurrences.h"
 #include "tests/server/core/job_service_test_util.h"
 
 namespace delayd::server::testing {
@@ -75,6 +78,18 @@ class RecurringTest : public JobServiceTest {
     clock_.SetMs(ms);
     ASSERT_TRUE(WaitForNext(id, next_ms)) << "at " << ms;
   }
+  // Moves the clock to the lead before occurrence `ms` (the previous one
+  // handled at `through_ms`) and waits until the parent made it ahead.
+  void MakeAhead(std::string_view id, int64_t through_ms, int64_t ms) {
+    clock_.SetMs(ms - LeadMs(through_ms, ms));
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          std::optional<storage::JobRecord> r = Stored("t", id);
+          return r.has_value() && r->ahead_ms() == ms;
+        },
+        kWait, absl::Milliseconds(1)))
+        << "made ahead: " << ms;
+  }
 };
 
 TEST_F(RecurringTest, EachOccurrenceBecomesAOneShotChildOfTheParent) {
@@ -83,12 +98,17 @@ TEST_F(RecurringTest, EachOccurrenceBecomesAOneShotChildOfTheParent) {
       v1::ScheduleResponse r,
       service().Schedule(EveryReq("tick", 1000, v1::OVERLAP_POLICY_ALLOW)));
   EXPECT_EQ(r.job().state(), v1::JOB_STATE_SCHEDULED);
-  EXPECT_EQ(Ms(r.job().fire_at()), kStartMs + 1000);
+  // Due a lead before its first occurrence: half the time to it.
+  EXPECT_EQ(Ms(r.job().fire_at()),
+            kStartMs + 1000 - LeadMs(kStartMs - 1, kStartMs + 1000));
+  EXPECT_EQ(Ms(r.job().fire_at()), kStartMs + 499);
   EXPECT_EQ(Ms(r.job().recurring().next_occurrence()), kStartMs + 1000);
   EXPECT_EQ(r.job().recurring().occurrences_fired(), 0u);
-  // Never early: nothing at 999 ms.
+  // Never early: at 999 ms the first occurrence is made (ahead), not due.
   SettleAt(kStartMs + 999, kStartMs + 1000);
-  EXPECT_THAT(Children(), ::testing::IsEmpty());
+  EXPECT_THAT(Children(),
+              ::testing::ElementsAre(Child("tick", kStartMs + 1000)));
+  EXPECT_EQ(Counts("t").ready, 0);
   for (int k = 1; k <= 3; ++k) {
     FireAt("tick", kStartMs + k * 1000, kStartMs + (k + 1) * 1000);
     ASSERT_TRUE(WaitForReady("t", k));
@@ -110,10 +130,134 @@ TEST_F(RecurringTest, EachOccurrenceBecomesAOneShotChildOfTheParent) {
   EXPECT_EQ(parent.state(), v1::JOB_STATE_SCHEDULED);  // never READY
   EXPECT_EQ(parent.recurring().occurrences_fired(), 3u);
   EXPECT_EQ(Ms(parent.recurring().last_occurrence()), kStartMs + 3000);
-  EXPECT_EQ(Ms(parent.fire_at()), kStartMs + 4000);
-  // The parent's due entry carries the recurring mark; a child's does not.
+  EXPECT_EQ(Ms(parent.fire_at()),
+            kStartMs + 4000 - LeadMs(kStartMs + 3000, kStartMs + 4000));
+  // The parent's due entry carries the recurring mark; a child made at its
+  // time none.
   EXPECT_EQ(MarkOf("t", "tick"), storage::kRecurringMark);
-  EXPECT_EQ(MarkOf("t", Child("tick", kStartMs + 1000)), 0u);
+  EXPECT_EQ(MarkOf("t", Child("tick", kStartMs + 2000)), 0u);
+}
+
+// The lead: a parent handled before its next occurrence makes it then,
+// due at its time, so that it fires from the due index as a one-shot job.
+TEST_F(RecurringTest, AnOccurrenceIsMadeAheadAndFiresAtItsTime) {
+  service().Start();
+  ASSERT_OK(service().Schedule(EveryReq("a", 20'000)));  // SKIP by default
+  EXPECT_EQ(LeadMs(kStartMs - 1, kStartMs + 20'000), kMaxLeadMs);
+  EXPECT_EQ(Ms(Stored("t", "a")->job().fire_at()), kStartMs + 10'000);
+  MakeAhead("a", kStartMs - 1, kStartMs + 20'000);
+  const std::string first = Child("a", kStartMs + 20'000);
+  std::optional<storage::JobRecord> child = Stored("t", first);
+  ASSERT_TRUE(child.has_value());
+  EXPECT_TRUE(child->made_ahead());
+  EXPECT_EQ(Ms(child->job().fire_at()), kStartMs + 20'000);
+  EXPECT_EQ(MarkOf("t", first), storage::kAheadMark);
+  const v1::Job parent = Stored("t", "a")->job();
+  EXPECT_EQ(parent.recurring().occurrences_fired(), 1u);
+  EXPECT_EQ(Ms(parent.recurring().last_occurrence()), kStartMs + 20'000);
+  EXPECT_EQ(Ms(parent.recurring().next_occurrence()), kStartMs + 40'000);
+  EXPECT_EQ(Ms(parent.fire_at()), kStartMs + 30'000);
+  // Never early; then ready at its time, the parent untouched.
+  SettleAt(kStartMs + 19'999, kStartMs + 20'000);
+  EXPECT_EQ(Counts("t").ready, 0);
+  clock_.SetMs(kStartMs + 20'000);
+  ASSERT_TRUE(WaitForReady("t", 1));
+  EXPECT_EQ(Stored("t", "a")->job().recurring().occurrences_fired(), 1u);
+  // Acked (deleted): the next one is made ahead too.
+  ASSERT_OK(service().Cancel(CancelReq("t", first)));
+  MakeAhead("a", kStartMs + 20'000, kStartMs + 40'000);
+  EXPECT_THAT(Children(),
+              ::testing::ElementsAre(Child("a", kStartMs + 40'000)));
+}
+
+// SKIP and BUFFER_ONE keep their meaning: while the last occurrence is
+// live at the lead, the next one is not made ahead but decided at its time.
+TEST_F(RecurringTest, WhileTheLastIsLiveTheNextIsDecidedAtItsTime) {
+  service().Start();
+  ASSERT_OK(service().Schedule(EveryReq("s", 20'000)));  // SKIP
+  MakeAhead("s", kStartMs - 1, kStartMs + 20'000);
+  clock_.SetMs(kStartMs + 20'000);
+  ASSERT_TRUE(WaitForReady("t", 1));  // live, not acked
+  // At the lead of the next: not made; due at the occurrence instead.
+  clock_.SetMs(kStartMs + 30'000);
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return Ms(Stored("t", "s")->job().fire_at()) == kStartMs + 40'000;
+      },
+      kWait, absl::Milliseconds(1)));
+  EXPECT_EQ(Children().size(), 1u);
+  // The last one ends before it: the occurrence fires after all.
+  ASSERT_OK(service().Cancel(CancelReq("t", Child("s", kStartMs + 20'000))));
+  FireAt("s", kStartMs + 40'000, kStartMs + 60'000);
+  EXPECT_THAT(Children(),
+              ::testing::ElementsAre(Child("s", kStartMs + 40'000)));
+  EXPECT_FALSE(Stored("t", Child("s", kStartMs + 40'000))->made_ahead());
+  EXPECT_EQ(Stored("t", "s")->job().recurring().occurrences_skipped(), 0u);
+}
+
+// Pause, Reschedule, Cancel and Schedule IF_EXISTS_REPLACE withdraw an
+// occurrence made ahead and not due yet; the parent counts it as never made.
+TEST_F(RecurringTest, ChangingTheJobWithdrawsItsOccurrenceMadeAhead) {
+  service().Start();
+  ASSERT_OK(service().Schedule(EveryReq("p", 20'000)));
+  MakeAhead("p", kStartMs - 1, kStartMs + 20'000);
+  const std::string ahead = Child("p", kStartMs + 20'000);
+  v1::PauseJobRequest pause;
+  *pause.mutable_key() = Key("t", "p");
+  ASSERT_OK_AND_ASSIGN(v1::PauseJobResponse paused, service().PauseJob(pause));
+  EXPECT_FALSE(Stored("t", ahead).has_value());
+  EXPECT_EQ(paused.job().recurring().occurrences_fired(), 0u);
+  EXPECT_FALSE(paused.job().recurring().has_last_occurrence());
+  EXPECT_EQ(Ms(paused.job().recurring().next_occurrence()), kStartMs + 20'000);
+  EXPECT_EQ(Counts("t").live, 0);
+  // Resumed before it: made again, delivered at its time.
+  v1::ResumeJobRequest resume;
+  *resume.mutable_key() = Key("t", "p");
+  ASSERT_OK(service().ResumeJob(resume));
+  clock_.SetMs(kStartMs + 20'000);
+  ASSERT_TRUE(WaitForReady("t", 1));
+  EXPECT_THAT(Children(), ::testing::ElementsAre(ahead));
+  EXPECT_EQ(Stored("t", "p")->job().recurring().occurrences_fired(), 1u);
+  ASSERT_OK(service().Cancel(CancelReq("t", ahead)));
+
+  // Reschedule: the one made ahead was of the old schedule.
+  MakeAhead("p", kStartMs + 20'000, kStartMs + 40'000);  // at 30 s
+  v1::RescheduleRequest every_minute;
+  *every_minute.mutable_key() = Key("t", "p");
+  v1::Recurrence& minute = *every_minute.mutable_recurrence();
+  *minute.mutable_every()->mutable_interval() = DurationMs(60'000);
+  *minute.mutable_start_at() = TimestampMs(kStartMs + 100'000);
+  ASSERT_OK_AND_ASSIGN(v1::RescheduleResponse moved,
+                       service().Reschedule(every_minute));
+  EXPECT_THAT(Children(), ::testing::IsEmpty());
+  EXPECT_EQ(moved.job().recurring().occurrences_fired(), 1u);
+  EXPECT_EQ(Ms(moved.job().recurring().last_occurrence()), kStartMs + 20'000);
+
+  // Schedule IF_EXISTS_REPLACE (scheduled at 30 s: the first at 40 s).
+  ASSERT_OK(service().Schedule(EveryReq("r", 20'000)));
+  MakeAhead("r", kStartMs + 29'999, kStartMs + 40'000);
+  ASSERT_TRUE(Stored("t", Child("r", kStartMs + 40'000)).has_value());
+  v1::ScheduleRequest replace = EveryReq("r", 30'000);
+  replace.set_if_exists(v1::IF_EXISTS_REPLACE);
+  ASSERT_OK(service().Schedule(replace));
+  EXPECT_FALSE(Stored("t", Child("r", kStartMs + 40'000)).has_value());
+
+  // Cancel: withdrawn with the job; one already due stands.
+  const int64_t now = clock_.NowMs();
+  ASSERT_OK(service().Schedule(EveryReq("c", 20'000)));
+  MakeAhead("c", now - 1, kStartMs + 40'000);
+  ASSERT_TRUE(Stored("t", Child("c", kStartMs + 40'000)).has_value());
+  ASSERT_OK_AND_ASSIGN(v1::CancelResponse canceled,
+                       service().Cancel(CancelReq("t", "c")));
+  EXPECT_EQ(canceled.outcome(), v1::CANCEL_OUTCOME_CANCELED);
+  EXPECT_FALSE(Stored("t", Child("c", kStartMs + 40'000)).has_value());
+  const int64_t later = clock_.NowMs();
+  ASSERT_OK(service().Schedule(EveryReq("k", 20'000)));
+  MakeAhead("k", later - 1, kStartMs + 40'000);
+  clock_.SetMs(kStartMs + 40'000);
+  ASSERT_TRUE(WaitForReady("t", 1));
+  ASSERT_OK(service().Cancel(CancelReq("t", "k")));
+  EXPECT_TRUE(Stored("t", Child("k", kStartMs + 40'000)).has_value());
 }
 
 TEST_F(RecurringTest, OverlapSkipPassesOverOccurrencesWhileTheLastIsLive) {
@@ -172,31 +316,41 @@ TEST_F(RecurringTest, OverlapBufferOneFiresTheLatestOnceTheLastHasEnded) {
               ::testing::ElementsAre(Child("b", kStartMs + 20'000)));
   std::optional<storage::JobRecord> p = Stored("t", "b");
   EXPECT_FALSE(p->job().recurring().has_buffered_occurrence());
-  EXPECT_EQ(Ms(p->job().fire_at()), kStartMs + 30'000);
+  EXPECT_EQ(Ms(p->job().fire_at()),
+            kStartMs + 30'000 - LeadMs(kStartMs + 20'000, kStartMs + 30'000));
 }
 
 // Occurrences missed while down, by policy: the server restarts ten minutes
-// (600 occurrences) later.
+// (600 occurrences) later. With `ahead`, the occurrence at 2 s had been made
+// ahead before the stop: recovery withdraws it, and the policy decides it
+// with the others.
 class MisfireTest : public RecurringTest,
-                    public ::testing::WithParamInterface<v1::MisfirePolicy> {};
+                    public ::testing::WithParamInterface<
+                        std::tuple<v1::MisfirePolicy, bool>> {};
 
 TEST_P(MisfireTest, MissedOccurrencesFollowThePolicyAfterARestart) {
+  const auto [policy, ahead] = GetParam();
   service().Start();
   ASSERT_OK(service().Schedule(
-      EveryReq("m", 1000, v1::OVERLAP_POLICY_ALLOW, GetParam())));
+      EveryReq("m", 1000, v1::OVERLAP_POLICY_ALLOW, policy)));
   FireAt("m", kStartMs + 1000, kStartMs + 2000);
+  if (ahead) {
+    MakeAhead("m", kStartMs + 1000, kStartMs + 2000);
+    EXPECT_EQ(MarkOf("t", Child("m", kStartMs + 2000)), storage::kAheadMark);
+  }
   service().Stop();
   Restart();
   const int64_t later = kStartMs + 601'500;
   clock_.SetMs(later);
-  ASSERT_OK(service().Recover());
+  ASSERT_OK_AND_ASSIGN(JobService::RecoveryStats stats, service().Recover());
+  EXPECT_EQ(stats.ahead_withdrawn, ahead ? 1 : 0);
   service().Start();
   ASSERT_TRUE(WaitForNext("m", kStartMs + 602'000));
   std::vector<std::string> children = Children();
   const v1::Job parent = Stored("t", "m")->job();
   // 600 occurrences from 2 s to 601 s; those in the last 60 s (542-601 s)
   // are late, not misfired, and fire whatever the policy.
-  switch (GetParam()) {
+  switch (policy) {
     case v1::MISFIRE_POLICY_SKIP:
       EXPECT_EQ(children.size(), 1u + 60u);
       EXPECT_EQ(parent.recurring().occurrences_skipped(), 540u);
@@ -218,10 +372,12 @@ TEST_P(MisfireTest, MissedOccurrencesFollowThePolicyAfterARestart) {
   EXPECT_EQ(parent.recurring().occurrences_fired(), children.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, MisfireTest,
-                         ::testing::Values(v1::MISFIRE_POLICY_FIRE_ONCE,
-                                           v1::MISFIRE_POLICY_SKIP,
-                                           v1::MISFIRE_POLICY_FIRE_ALL));
+INSTANTIATE_TEST_SUITE_P(
+    Policies, MisfireTest,
+    ::testing::Combine(::testing::Values(v1::MISFIRE_POLICY_FIRE_ONCE,
+                                         v1::MISFIRE_POLICY_SKIP,
+                                         v1::MISFIRE_POLICY_FIRE_ALL),
+                       ::testing::Bool()));
 
 TEST_F(RecurringTest, PauseStopsTheScheduleAndResumeTreatsTheGapAsMisfires) {
   service().Start();
@@ -311,7 +467,8 @@ TEST_F(RecurringTest, RescheduleGivesANewRecurrenceAndKeepsTheCounts) {
   ASSERT_OK_AND_ASSIGN(v1::RescheduleResponse moved, service().Reschedule(req));
   // kStartMs is 2023-11-14T22:13:20Z: the next whole hour is 23:00.
   const int64_t hour = kStartMs - kStartMs % 3'600'000 + 3'600'000;
-  EXPECT_EQ(Ms(moved.job().fire_at()), hour);
+  EXPECT_EQ(Ms(moved.job().recurring().next_occurrence()), hour);
+  EXPECT_EQ(Ms(moved.job().fire_at()), hour - kMaxLeadMs);
   EXPECT_EQ(moved.job().recurring().occurrences_fired(), 1u);
   EXPECT_TRUE(moved.job().recurring().recurrence().has_cron());
   // One-shot and recurring rules do not mix.
@@ -369,7 +526,7 @@ TEST_F(RecurringTest, RecoverComputesTheNextOccurrenceAgain) {
   service().Stop();
   storage::JobRecord stale = *Stored("t", "tz");
   const int64_t stored_due = *storage::DueIndexEntryOf(stale);
-  EXPECT_EQ(stored_due, kStartMs + 60'000);
+  EXPECT_EQ(stored_due, kStartMs + 60'000 - kMaxLeadMs);
   *stale.mutable_job()->mutable_recurring()->mutable_next_occurrence() =
       TimestampMs(kStartMs + 3'600'000);
   *stale.mutable_job()->mutable_fire_at() = TimestampMs(kStartMs + 3'600'000);
@@ -386,7 +543,8 @@ TEST_F(RecurringTest, RecoverComputesTheNextOccurrenceAgain) {
   ASSERT_OK_AND_ASSIGN(JobService::RecoveryStats stats, service().Recover());
   EXPECT_EQ(stats.recurring, 1);
   EXPECT_EQ(stats.recurring_moved, 1);
-  EXPECT_EQ(Ms(Stored("t", "tz")->job().fire_at()), kStartMs + 60'000);
+  EXPECT_EQ(Ms(Stored("t", "tz")->job().fire_at()),
+            kStartMs + 60'000 - kMaxLeadMs);
   service().Start();
   FireAt("tz", kStartMs + 60'000, kStartMs + 120'000);
   EXPECT_EQ(Children().size(), 1u);
