@@ -8,6 +8,9 @@
 // a million jobs. `--recurring-interval-ms N` makes each job recurring
 // (every N ms from its due time), so what falls due is each one's first
 // occurrence: the lateness of occurrences against that of one-shot jobs.
+// `--occurrence K` (default 1) measures the K-th occurrence instead, due
+// (K-1)*N ms after the first: a steady-state one, made from the previous
+// one's handling, not from Schedule's.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -37,6 +40,7 @@ int BurstCommand(Args& args, bool herd) {
   const double max_wait_s = args.Double("max-wait-seconds", 120);
   const int64_t background = args.Int("background", 0);
   const int64_t recurring_interval_ms = args.Int("recurring-interval-ms", 0);
+  const int64_t occurrence = args.Int("occurrence", 1);
   const int background_batch =
       static_cast<int>(args.Int("background-batch", 1000));
   args.CheckAllUsed();
@@ -44,7 +48,9 @@ int BurstCommand(Args& args, bool herd) {
       subscribers < 1 || max_in_flight < 1 || max_batch < 0 ||
       max_batch > 10000 || lead_ms < 0 || window_ms < 1 || background < 0 ||
       background_batch < 1 || background_batch > 1000 ||
-      (recurring_interval_ms != 0 && recurring_interval_ms < 1000)) {
+      (recurring_interval_ms != 0 && recurring_interval_ms < 1000) ||
+      occurrence < 1 || occurrence > 100 ||
+      (occurrence > 1 && recurring_interval_ms == 0)) {
     std::fprintf(stderr, "delayd-bench burst: option out of range\n");
     return 2;
   }
@@ -76,6 +82,8 @@ int BurstCommand(Args& args, bool herd) {
   spec.recurring_interval_ms = recurring_interval_ms;
   spec.channel_tag = 400;
   Tally tally(jobs, 0, FirstIndexes(jobs, producers));
+  const int64_t offset_ms = (occurrence - 1) * recurring_interval_ms;
+  tally.occurrence_offset_ms = offset_ms;
   std::vector<std::unique_ptr<Subscriber>> subs;
   for (int i = 0; i < subscribers; ++i) {
     subs.push_back(std::make_unique<Subscriber>(
@@ -103,7 +111,8 @@ int BurstCommand(Args& args, bool herd) {
   const LoadResult load = RunLoad(spec);
   const double t1 = NowMs();
   const double cpu0 = ProcessCpuS();
-  const double stop_at = static_cast<double>(w + window_ms) + max_wait_s * 1e3;
+  const double stop_at =
+      static_cast<double>(w + offset_ms + window_ms) + max_wait_s * 1e3;
   while (tally.received.load() < load.done && NowMs() < stop_at) {
     bool any_open = false;
     for (auto& s : subs) any_open = any_open || s->open();
@@ -143,6 +152,9 @@ int BurstCommand(Args& args, bool herd) {
   j.Num("jobs", static_cast<double>(jobs));
   if (recurring_interval_ms > 0) {
     j.Num("recurring_interval_ms", static_cast<double>(recurring_interval_ms));
+    j.Num("occurrence", static_cast<double>(occurrence));
+    j.Num("other_occurrences",
+          static_cast<double>(tally.other_occurrences.load()));
   }
   j.Num("background", static_cast<double>(bg.done));
   if (background > 0) {
@@ -174,12 +186,15 @@ int BurstCommand(Args& args, bool herd) {
   j.Num("lat_ms_p99", Percentile(lat, 0.99));
   j.Num("lat_ms_p999", Percentile(lat, 0.999));
   j.Num("lat_ms_max", any ? lat.back() : NAN);
+  // The window of the occurrence measured. (With --occurrence > 1 the
+  // first receive is of an earlier occurrence: ignore it.)
+  const int64_t wk = w + offset_ms;
   j.Num("first_recv_minus_window_start_ms",
-        any ? first - static_cast<double>(w) : NAN);
+        any ? first - static_cast<double>(wk) : NAN);
   j.Num("last_recv_minus_window_start_ms",
-        any ? last - static_cast<double>(w) : NAN);
+        any ? last - static_cast<double>(wk) : NAN);
   j.Num("last_recv_minus_window_end_ms",
-        any ? last - static_cast<double>(w + window_ms) : NAN);
+        any ? last - static_cast<double>(wk + window_ms) : NAN);
   j.Num("recv_rate_jobs_per_s",
         any && last > first
             ? static_cast<double>(lat.size()) / ((last - first) / 1000)

@@ -71,12 +71,19 @@ void Subscriber::Read() {
       const int64_t index = JobIndex(
           job.has_occurrence_of() ? job.occurrence_of().id() : job.id(),
           tally_->id_prefix_len, tally_->offsets);
+      const v1::OccurrenceOf& of = job.occurrence_of();
+      const int64_t nominal = of.nominal_time().seconds() * 1000 +
+                              of.nominal_time().nanos() / 1'000'000;
       if (due < 0 || index < 0 || index >= jobs) {
         tally_->foreign.fetch_add(1);
+      } else if (job.has_occurrence_of() &&
+                 nominal != due + tally_->occurrence_offset_ms) {
+        tally_->other_occurrences.fetch_add(1);
       } else if (tally_->seen[index].exchange(1) != 0) {
         tally_->duplicates.fetch_add(1);
       } else {
-        tally_->lateness_ms[index] = now - static_cast<double>(due);
+        tally_->lateness_ms[index] =
+            now - static_cast<double>(due + tally_->occurrence_offset_ms);
         tally_->received.fetch_add(1, std::memory_order_relaxed);
       }
     }

@@ -36,6 +36,10 @@ struct Tally {
   std::atomic<int64_t> duplicates{0};  // deliveries of a job seen before
   std::atomic<int64_t> early{0};       // received before the job's fire_at
   std::atomic<int64_t> foreign{0};     // not a job of this run
+  // Recurring jobs: the occurrence counted is the one at due + this;
+  // the others are acked and counted in other_occurrences only.
+  int64_t occurrence_offset_ms = 0;
+  std::atomic<int64_t> other_occurrences{0};
 };
 
 class Subscriber {

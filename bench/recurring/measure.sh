@@ -5,8 +5,10 @@
 #         of 100 into a fresh delayd: RSS per job, disk, and RSS per job
 #         after a kill -9 restart;
 #   late  BURST (100k) jobs falling due within one second (delayd-bench
-#         burst --window-ms 1000): one-shot jobs, or the first occurrences
-#         of recurring jobs. Lateness = receive time - nominal due time.
+#         burst --window-ms 1000): one-shot jobs, or the second occurrences
+#         of jobs recurring every 20 s (OCCURRENCE, INTERVAL_MS: a
+#         steady-state occurrence, made from the first one's handling).
+#         Lateness = receive time - nominal due time.
 # Each figure is measured ROUNDS (2) times per kind, the kinds alternated.
 #
 #   bench/recurring/measure.sh [mem|late|all] [BUILD_DIR]
@@ -21,6 +23,8 @@ build=${2:-build}
 JOBS=${JOBS:-1000000}
 BURST=${BURST:-100000}
 ROUNDS=${ROUNDS:-2}
+OCCURRENCE=${OCCURRENCE:-2}
+INTERVAL_MS=${INTERVAL_MS:-20000}
 OUT=${OUT:-/tmp/recurring-bench}
 DELAYD=$build/server/delayd
 BENCH=$build/bench/delayd-bench/delayd-bench
@@ -77,9 +81,12 @@ late_run() {  # late_run KIND ROUND
   port=$(free_port)
   start "$d" "$port"
   f=$OUT/late-$kind-$2.json
+  local recurring=()
+  if [[ $kind == recurring ]]; then
+    recurring=(--recurring-interval-ms "$INTERVAL_MS" --occurrence "$OCCURRENCE")
+  fi
   "$BENCH" burst --target "127.0.0.1:$port" --topic late --jobs "$BURST" \
-    --batch 100 --window-ms 1000 --lead-ms 15000 \
-    --recurring-interval-ms "$(interval_of "$kind")" >"$f" || true
+    --batch 100 --window-ms 1000 --lead-ms 15000 "${recurring[@]}" >"$f" || true
   echo "late $kind round $2: received $(jget "$f" received)/$BURST," \
     "early $(jget "$f" early), p50 $(jget "$f" lat_ms_p50) ms," \
     "p99 $(jget "$f" lat_ms_p99) ms, max $(jget "$f" lat_ms_max) ms," \
