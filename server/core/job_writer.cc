@@ -315,7 +315,15 @@ absl::StatusOr<v1::ScheduleBatchResponse> JobWriter::ScheduleBatch(
         Decide(*plans[i], locked->stored[k], locked->ahead[k], now_ms);
     ++k;
     if (decisions[i].mutation) mutations.push_back(*decisions[i].mutation);
-    if (decisions[i].withdraw) mutations.push_back(*decisions[i].withdraw);
+    std::optional<Mutation>& withdraw = decisions[i].withdraw;
+    if (withdraw.has_value() &&
+        first_of.contains(JobKey{std::string(withdraw->topic()),
+                                 std::string(withdraw->id())})) {
+      // The batch schedules that occurrence's id itself: the request
+      // decides it, not the withdrawal.
+      withdraw.reset();
+    }
+    if (withdraw.has_value()) mutations.push_back(*withdraw);
   }
   // Refuse, before writing, a batch whose reply the client could not receive
   // (16 bytes a result over-estimate its framing, code and flag).

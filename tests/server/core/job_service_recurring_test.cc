@@ -320,6 +320,33 @@ TEST_F(RecurringTest, OverlapBufferOneFiresTheLatestOnceTheLastHasEnded) {
             kStartMs + 30'000 - LeadMs(kStartMs + 20'000, kStartMs + 30'000));
 }
 
+// A batch that replaces a recurring job and schedules the id of its
+// occurrence made ahead: the request decides that id, not the withdrawal.
+TEST_F(RecurringTest, ABatchSchedulingTheOccurrencesIdKeepsIt) {
+  service().Start();
+  ASSERT_OK(service().Schedule(EveryReq("b", 20'000)));
+  MakeAhead("b", kStartMs - 1, kStartMs + 20'000);
+  const std::string ahead = Child("b", kStartMs + 20'000);
+  v1::ScheduleBatchRequest batch;
+  v1::ScheduleRequest& replace = *batch.add_requests();
+  replace = EveryReq("b", 30'000);
+  replace.set_if_exists(v1::IF_EXISTS_REPLACE);
+  v1::ScheduleRequest& mine = *batch.add_requests();
+  mine.set_if_exists(v1::IF_EXISTS_REPLACE);
+  mine.mutable_job()->set_topic("t");
+  mine.mutable_job()->set_id(ahead);
+  mine.mutable_job()->set_payload("mine");
+  *mine.mutable_job()->mutable_delay() = DurationMs(60'000);
+  ASSERT_OK_AND_ASSIGN(v1::ScheduleBatchResponse r,
+                       service().ScheduleBatch(batch));
+  ASSERT_EQ(r.results(0).code(), 0) << r.results(0).message();
+  ASSERT_EQ(r.results(1).code(), 0) << r.results(1).message();
+  std::optional<storage::JobRecord> kept = Stored("t", ahead);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->job().payload(), "mine");
+  EXPECT_EQ(Counts("t").live, 2);  // the job and that one
+}
+
 // Occurrences missed while down, by policy: the server restarts ten minutes
 // (600 occurrences) later. With `ahead`, the occurrence at 2 s had been made
 // ahead before the stop: recovery withdraws it, and the policy decides it
