@@ -77,8 +77,8 @@ class RocksDbJobStore final : public JobStore {
     // the same.
     size_t due_write_buffer_bytes = size_t{16} << 20;
     // WAL size that forces a flush of the column families holding the
-    // oldest WAL file; bounds WAL replay at restart. Default: 256 MiB.
-    uint64_t max_total_wal_bytes = uint64_t{256} << 20;
+    // oldest WAL file; bounds WAL replay at restart. Default: 32 MiB.
+    uint64_t max_total_wal_bytes = uint64_t{32} << 20;
     // RocksDB's enable_pipelined_write (see rocksdb_options.cc). Default:
     // true. An option so that store_bench can measure it.
     bool pipelined_write = true;

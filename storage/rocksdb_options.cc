@@ -35,7 +35,11 @@ rocksdb::DBOptions MakeDbOptions(const RocksDbJobStore::Options& options) {
   // Both column families share the WAL; `due` fills its memtable much
   // slower than `jobs`, and an unflushed column family pins every WAL file
   // since its oldest write. This cap forces that flush, bounding disk use
-  // and the WAL replay at restart (~1 s per few hundred MB).
+  // and the WAL replay at restart. At the default 32 MiB (was 256 MiB, under
+  // which the 64 MiB `jobs` memtable was the real bound), a restart after
+  // 1M jobs loaded and kill -9 takes 0.53-0.85 s instead of 0.80-1.05 s,
+  // for about 6% of the batched load (bench/restart/measure.sh;
+  // BENCHMARKS.md, "Restart after a burst").
   db.max_total_wal_size = options.max_total_wal_bytes;
   // After a crash, Open replays the WAL into memtables and flushes them to
   // new L0 files before returning, so the replayed (possibly torn) WAL files
