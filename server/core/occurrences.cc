@@ -38,6 +38,13 @@ bool Live(const std::optional<JobRecord>& child) {
   return child.has_value() && storage::IsLive(child->job().state());
 }
 
+// Whether a child's key is taken: a live or DEAD job there is never
+// overwritten.
+bool Taken(const std::optional<JobRecord>& child) {
+  return Live(child) ||
+         (child.has_value() && child->job().state() == v1::JOB_STATE_DEAD);
+}
+
 // The parent's due time: a lead before its next occurrence (at it, when
 // `at_occurrence`: the occurrence could not be made ahead), or sooner a
 // recheck of its buffered one.
@@ -435,11 +442,8 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
     // child has ended (or ALLOW), and its key is free.
     bool at_occurrence = false;
     if (f.ahead) {
-      const std::optional<JobRecord>& child = *ahead_child;
-      const bool taken =
-          child.has_value() &&
-          (Live(child) || child->job().state() == v1::JOB_STATE_DEAD);
-      if ((last_live && overlap != v1::OVERLAP_POLICY_ALLOW) || taken) {
+      if ((last_live && overlap != v1::OVERLAP_POLICY_ALLOW) ||
+          Taken(*ahead_child)) {
         at_occurrence = true;  // decided at the occurrence, as above
       } else {
         f.parent.set_ahead_ms(*f.ahead);
@@ -456,13 +460,12 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
       }
     }
     for (const auto& [t, child] : make) {
-      if (child->has_value() &&
-          (Live(*child) || (*child)->job().state() == v1::JOB_STATE_DEAD)) {
+      if (Taken(*child)) {
         ++f.overlapped;  // its key is taken
         continue;
       }
       JobRecord record = MakeChild(job, t, now_ms);
-      record.set_made_ahead(f.ahead == t && !at_occurrence);
+      record.set_made_ahead(f.ahead == t);  // only there when made ahead
       before.push_back(child->has_value() ? (*child)->job().state()
                                           : v1::JOB_STATE_UNSPECIFIED);
       mutations.push_back(Mutation::Put(
