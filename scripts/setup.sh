@@ -10,10 +10,12 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev librocksdb-dev prometheus-cpp-dev libjemalloc-dev
   libcivetweb-dev  # the HTTP server (also brought by prometheus-cpp-dev)
+  libssl-dev  # SHA-256 of bearer tokens (OpenSSL's libcrypto, which gRPC already uses)
   # run: the IANA time zones of cron schedules (Abseil reads the system's)
   tzdata
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang-format
+  openssl  # test certificates
   clang  # scripts/thread-safety.sh
   python3 python3-grpcio python3-protobuf
   # the web console's browser test: headless Chromium driven by Selenium

@@ -49,7 +49,7 @@ METRICS = ('absl/', 'server/base/', 'server/metrics/', 'storage/',
 RECURRING = ('absl/', 'server/recurring/') + MESSAGES
 JOBS = METRICS + ('server/jobs/', 'server/timer/')
 DELIVERY = JOBS + ('server/delivery/',)
-CORE = DELIVERY + ('server/core/', 'server/recurring/')
+CORE = DELIVERY + ('server/core/', 'server/recurring/', 'server/auth/')
 # The HTTP face: the core, and CivetWeb.
 HTTP = CORE + ('server/http/', 'CivetServer.h', 'civetweb.h')
 CLIENT_API = ('absl/',) + GRPC + MESSAGES
@@ -62,6 +62,7 @@ RULES = {
     'server/base': (WALLED, ('absl/', 'server/base/')),
     'server/timer': (WALLED, ('absl/', 'server/timer/')),
     'server/recurring': (WALLED, RECURRING),
+    'server/auth': (WALLED, ('absl/', 'server/auth/')),
     'server/metrics': (WALLED, METRICS),
     'server/jobs': (WALLED, JOBS),
     'server/delivery': (WALLED, DELIVERY),
@@ -197,6 +198,11 @@ CASES = [
         '#include "storage/job_store.h"'],
      ['#include "delayd/v1/delayd.grpc.pb.h"', '#include "grpcpp/channel.h"',
       '#include "client/delayctl/args.h"']),
+    ('server/auth', GRPC_LINES + [
+        '#include "rocksdb/db.h"', '#include "server/jobs/job_key.h"',
+        '#include "delayd/v1/delayd.pb.h"'],
+     ['#include "server/auth/auth_config.h"', '#include "absl/strings/match.h"',
+      '#include <openssl/sha.h>']),
     ('proto/delayd', GRPC_LINES, ['#include "google/protobuf/timestamp.pb.h"']),
     ('server/newlayer', ['#include "absl/time/time.h"'], ['#include <map>']),
 ]
