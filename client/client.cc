@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "client/backoff.h"
 #include "client/connection/await_ready.h"
+#include "client/connection/credentials.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -57,10 +58,32 @@ v1::JobKey KeyOf(const std::string& topic, const std::string& id) {
   return key;
 }
 
+// The token a Client sends: its options', else the environment's.
+std::string TokenOf(const ClientOptions& options) {
+  return options.token.empty() ? connection::TokenFromEnvironment()
+                               : options.token;
+}
+
+// Why the token cannot be sent, naming where it came from; OK if it can.
+absl::Status CheckTokenOf(const ClientOptions& options,
+                          const std::string& token) {
+  absl::Status s = connection::CheckToken(token);
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(absl::StrCat(
+      options.token.empty() ? "$DELAYD_TOKEN" : "ClientOptions::token", ": ",
+      s.message()));
+}
+
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentials(
+    const std::string& ca_file, const std::string& cert_file,
+    const std::string& key_file) {
+  return connection::TlsChannelCredentials(ca_file, cert_file, key_file);
+}
+
 DeliveryStream::~DeliveryStream() {
-  if (!finished_) {
+  if (!finished_ && reader_ != nullptr) {
     context_.TryCancel();
     v1::SubscribeResponse ignored;
     while (reader_->Read(&ignored)) {
@@ -70,6 +93,7 @@ DeliveryStream::~DeliveryStream() {
 }
 
 bool DeliveryStream::Next(v1::Delivery* delivery) {
+  if (reader_ == nullptr) return false;
   while (next_ == message_.deliveries_size()) {
     next_ = 0;
     if (!reader_->Read(&message_)) {
@@ -85,6 +109,7 @@ void DeliveryStream::Cancel() { context_.TryCancel(); }
 
 absl::Status DeliveryStream::Finish() {
   finished_ = true;
+  if (reader_ == nullptr) return error_;
   return FromGrpc(reader_->Finish());
 }
 
@@ -92,16 +117,26 @@ Client::Client(ClientOptions options) : Client(MakeChannel(options), options) {}
 
 Client::Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
     : options_(std::move(options)),
+      token_(TokenOf(options_)),
+      token_error_(CheckTokenOf(options_, token_)),
       channel_(std::move(channel)),
       stub_(v1::DelayQueue::NewStub(channel_)) {}
 
 Client::~Client() = default;
+
+void Client::Authorize(grpc::ClientContext* context) const {
+  if (!token_.empty()) {
+    context->AddMetadata(connection::kAuthorizationKey,
+                         connection::AuthorizationValue(token_));
+  }
+}
 
 // Runs `attempt(context)` until it succeeds, fails with a code other than
 // UNAVAILABLE, runs out of attempts, or the next backoff would pass the
 // deadline. Every attempt shares the call's one deadline.
 template <typename Fn>
 absl::Status Client::Call(bool retry, const CallOptions& call, Fn attempt) {
+  if (!token_error_.ok()) return token_error_;
   const absl::Time deadline =
       absl::Now() + call.deadline.value_or(options_.default_deadline);
   const RpcRetryPolicy& policy = call.retry.value_or(options_.retry);
@@ -116,6 +151,7 @@ absl::Status Client::Call(bool retry, const CallOptions& call, Fn attempt) {
   for (int n = 1;; ++n) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(deadline));
+    Authorize(&context);
     const grpc::Status status = attempt(&context);
     if (status.ok()) return absl::OkStatus();
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
@@ -271,6 +307,11 @@ std::unique_ptr<DeliveryStream> Client::Subscribe(const std::string& topic,
   request.set_max_in_flight(max_in_flight);
   request.set_max_batch(max_batch);
   std::unique_ptr<DeliveryStream> stream(new DeliveryStream());
+  if (!token_error_.ok()) {
+    stream->error_ = token_error_;
+    return stream;
+  }
+  Authorize(&stream->context_);
   stream->reader_ = stub_->Subscribe(&stream->context_, request);
   return stream;
 }

@@ -20,6 +20,7 @@
 
 #include "bench/delayd-bench/commands.h"
 #include "bench/delayd-bench/common.h"
+#include "bench/delayd-bench/endpoint.h"
 #include "bench/delayd-bench/loader.h"
 #include "bench/delayd-bench/server_stats.h"
 #include "bench/delayd-bench/subscriber.h"
@@ -27,7 +28,7 @@
 namespace delayd::bench {
 
 int BurstCommand(Args& args, bool herd) {
-  const std::string target = args.Str("target", "127.0.0.1:7400");
+  const Endpoint endpoint = ReadEndpoint(args);
   const std::string topic = args.Str("topic", herd ? "herd" : "burst");
   const int64_t jobs = args.Int("jobs", herd ? 1'000'000 : 200'000);
   const int producers = static_cast<int>(args.Int("producers", 8));
@@ -54,12 +55,12 @@ int BurstCommand(Args& args, bool herd) {
     std::fprintf(stderr, "delayd-bench burst: option out of range\n");
     return 2;
   }
-  auto control = v1::DelayQueue::NewStub(NewChannel(target, 200));
+  auto control = v1::DelayQueue::NewStub(NewChannel(endpoint, 200));
 
   LoadResult bg;
   if (background > 0) {
     LoadSpec spec;
-    spec.target = target;
+    spec.endpoint = endpoint;
     spec.topic = topic;
     spec.id_prefix = "bg";
     spec.jobs = background;
@@ -73,7 +74,7 @@ int BurstCommand(Args& args, bool herd) {
   }
 
   LoadSpec spec;
-  spec.target = target;
+  spec.endpoint = endpoint;
   spec.topic = topic;
   spec.jobs = jobs;
   spec.conns = producers;
@@ -87,14 +88,14 @@ int BurstCommand(Args& args, bool herd) {
   std::vector<std::unique_ptr<Subscriber>> subs;
   for (int i = 0; i < subscribers; ++i) {
     subs.push_back(std::make_unique<Subscriber>(
-        NewChannel(target, 500 + i), topic, "bench-" + std::to_string(i),
+        endpoint, 500 + i, topic, "bench-" + std::to_string(i),
         static_cast<uint32_t>(max_in_flight), static_cast<uint32_t>(max_batch),
         &tally));
   }
   const double sub_deadline = MonoS() + 30;
   ServerCounts counts;
   while (MonoS() < sub_deadline) {
-    counts = GetCounts(*control, topic);
+    counts = GetCounts(*control, endpoint, topic);
     if (counts.ok && counts.subscribers >= subscribers) break;
     SleepMs(5);
   }
@@ -202,7 +203,7 @@ int BurstCommand(Args& args, bool herd) {
   j.Num("client_cpu_s_receiving", cpu1 - cpu0);
   if (!load.first_error.empty()) j.Str("first_error", load.first_error);
   if (!stream_error.empty()) j.Str("stream_error", stream_error);
-  counts = GetCounts(*control, topic, 60'000);
+  counts = GetCounts(*control, endpoint, topic, 60'000);
   if (counts.ok) {
     j.Num("server_jobs", static_cast<double>(counts.jobs));
     j.Num("server_in_flight", static_cast<double>(counts.in_flight));

@@ -7,10 +7,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
-#include "grpcpp/support/channel_arguments.h"
-
 namespace delayd::bench {
 namespace {
 
@@ -98,18 +94,6 @@ double Percentile(const std::vector<double>& sorted, double p) {
   size_t k = static_cast<size_t>(std::ceil(p * sorted.size()));
   k = std::clamp<size_t>(k, 1, sorted.size());
   return sorted[k - 1];
-}
-
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& target, int tag) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetInt("delayd_bench.connection", tag);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 5);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 50);
-  args.SetMaxReceiveMessageSize(64 << 20);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
-                                   args);
 }
 
 void JsonLine::Key(const std::string& key) {

@@ -1,17 +1,14 @@
 // Shared pieces of delayd-bench: clocks, the job shape of the peers' harness
 // (../shared/peers/src/dqbench.cpp: 100-byte payloads that start with the due
-// time in ms, 9-character ids), percentiles, the one-line JSON result, and
-// channels that each open their own TCP connection. Free functions and
-// plain values; JsonLine is not thread-safe.
+// time in ms, 9-character ids), percentiles and the one-line JSON result
+// (channels and call contexts: endpoint.h). Free functions and plain
+// values; JsonLine is not thread-safe.
 #ifndef DELAYD_BENCH_DELAYD_BENCH_COMMON_H_
 #define DELAYD_BENCH_DELAYD_BENCH_COMMON_H_
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
-
-#include "grpcpp/channel.h"
 
 namespace delayd::bench {
 
@@ -58,11 +55,6 @@ int64_t JobIndex(const std::string& id, size_t prefix_len,
 // p in [0, 1] of sorted values, nearest rank (dqbench's definition); NaN
 // when empty.
 double Percentile(const std::vector<double>& sorted, double p);
-
-// A channel with its own TCP connection (gRPC would otherwise share one
-// connection among channels with equal arguments), reconnecting within
-// milliseconds when the server is not up yet.
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& target, int tag);
 
 // One JSON object on one line of stdout, the interface to the
 // orchestrating script.

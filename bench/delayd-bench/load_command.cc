@@ -3,6 +3,7 @@
 
 #include "bench/delayd-bench/commands.h"
 #include "bench/delayd-bench/common.h"
+#include "bench/delayd-bench/endpoint.h"
 #include "bench/delayd-bench/loader.h"
 #include "bench/delayd-bench/server_stats.h"
 
@@ -10,7 +11,7 @@ namespace delayd::bench {
 
 int LoadCommand(Args& args) {
   LoadSpec spec;
-  spec.target = args.Str("target", "127.0.0.1:7400");
+  spec.endpoint = ReadEndpoint(args);
   spec.topic = args.Str("topic", "bench");
   spec.id_prefix = args.Str("id-prefix", "");
   spec.jobs = args.Int("jobs", 1'000'000);
@@ -60,8 +61,9 @@ int LoadCommand(Args& args) {
   // the server, set the pace.
   j.Num("client_cores", r.secs > 0 ? cpu / r.secs : 0);
   if (!r.first_error.empty()) j.Str("first_error", r.first_error);
-  auto stub = v1::DelayQueue::NewStub(NewChannel(spec.target, 100));
-  const ServerCounts counts = GetCounts(*stub, spec.topic, 120'000);
+  auto stub = v1::DelayQueue::NewStub(NewChannel(spec.endpoint, 100));
+  const ServerCounts counts =
+      GetCounts(*stub, spec.endpoint, spec.topic, 120'000);
   if (counts.ok) j.Num("server_jobs", static_cast<double>(counts.jobs));
   j.Print();
   return r.errors == 0 ? 0 : 1;

@@ -79,6 +79,7 @@ void Send(const LoadSpec& spec, Conn& c, grpc::CompletionQueue& cq) {
   c.b = static_cast<int>(std::min<int64_t>(spec.batch, c.n - c.seq));
   const int64_t now = static_cast<int64_t>(NowMs());
   c.context = std::make_unique<grpc::ClientContext>();
+  Authorize(spec.endpoint, c.context.get());
   c.context->set_deadline(std::chrono::system_clock::now() +
                           std::chrono::seconds(120));
   if (spec.batch == 1) {
@@ -184,7 +185,7 @@ LoadResult RunLoad(const LoadSpec& spec) {
     c->t = t;
     c->n =
         (t + 1 < spec.conns ? out.offsets[t + 1] : spec.jobs) - out.offsets[t];
-    auto channel = NewChannel(spec.target, spec.channel_tag + t);
+    auto channel = NewChannel(spec.endpoint, spec.channel_tag + t);
     channel->WaitForConnected(std::chrono::system_clock::now() +
                               std::chrono::seconds(10));
     c->stub = v1::DelayQueue::NewStub(channel);

@@ -14,10 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/delayd-bench/endpoint.h"
+
 namespace delayd::bench {
 
 struct LoadSpec {
-  std::string target;  // host:port
+  Endpoint endpoint;  // the server, TLS and token
   std::string topic;
   std::string id_prefix;  // ids are id_prefix + JobId(...)
   int64_t jobs = 1'000'000;

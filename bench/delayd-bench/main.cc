@@ -11,6 +11,8 @@
 //                          2000]
 //   delayd-bench herd      --target H:P [--jobs 1000000] (all due at once)
 //   delayd-bench waitready --target H:P --expect N [--timeout 300]
+// Every sub-command also takes --token TOKEN (default $DELAYD_TOKEN) and,
+// for TLS, --tls-ca PEM [--tls-cert PEM --tls-key PEM] [--tls-server-name N].
 #include <cstdio>
 #include <string>
 
@@ -39,7 +41,10 @@ void Usage() {
       "            [--background-batch 1000] [--recurring-interval-ms 0]\n"
       "  herd      as burst, defaults --jobs 1000000 --batch 1000 --lead-ms "
       "30000 --window-ms 1\n"
-      "  waitready --expect N [--topic ''] [--timeout 300]\n");
+      "  waitready --expect N [--topic ''] [--timeout 300]\n"
+      "every command: [--token TOKEN] (default $DELAYD_TOKEN), and for TLS\n"
+      "  --tls-ca PEM [--tls-cert PEM --tls-key PEM] [--tls-server-name "
+      "NAME]\n");
 }
 
 }  // namespace

@@ -6,10 +6,11 @@
 
 namespace delayd::bench {
 
-ServerCounts GetCounts(v1::DelayQueue::Stub& stub, const std::string& topic,
-                       int deadline_ms) {
+ServerCounts GetCounts(v1::DelayQueue::Stub& stub, const Endpoint& endpoint,
+                       const std::string& topic, int deadline_ms) {
   ServerCounts c;
   grpc::ClientContext context;
+  Authorize(endpoint, &context);
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(deadline_ms));
   v1::GetStatsRequest request;

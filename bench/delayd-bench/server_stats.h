@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "bench/delayd-bench/endpoint.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 
 namespace delayd::bench {
@@ -22,8 +23,9 @@ struct ServerCounts {
   std::string error;
 };
 
-ServerCounts GetCounts(v1::DelayQueue::Stub& stub, const std::string& topic,
-                       int deadline_ms = 5000);
+// `endpoint` gives the token; `stub` is on a channel of it.
+ServerCounts GetCounts(v1::DelayQueue::Stub& stub, const Endpoint& endpoint,
+                       const std::string& topic, int deadline_ms = 5000);
 
 }  // namespace delayd::bench
 

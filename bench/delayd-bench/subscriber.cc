@@ -16,10 +16,13 @@ Tally::Tally(int64_t jobs, size_t id_prefix_len, std::vector<int64_t> offsets)
   for (int64_t i = 0; i < jobs; ++i) seen[i].store(0);
 }
 
-Subscriber::Subscriber(std::shared_ptr<grpc::Channel> channel,
+Subscriber::Subscriber(const Endpoint& endpoint, int channel_tag,
                        const std::string& topic, const std::string& consumer,
                        uint32_t max_in_flight, uint32_t max_batch, Tally* tally)
-    : stub_(v1::DelayQueue::NewStub(std::move(channel))), tally_(tally) {
+    : endpoint_(endpoint),
+      stub_(v1::DelayQueue::NewStub(NewChannel(endpoint, channel_tag))),
+      tally_(tally) {
+  Authorize(endpoint_, &context_);
   request_.set_topic(topic);
   request_.set_consumer(consumer);
   request_.set_max_in_flight(max_in_flight);
@@ -125,6 +128,7 @@ void Subscriber::AckLoop() {
         request.add_ack_tokens(std::move(tokens[k]));
       }
       grpc::ClientContext context;
+      Authorize(endpoint_, &context);
       context.set_deadline(std::chrono::system_clock::now() +
                            std::chrono::seconds(30));
       v1::AckResponse response;

@@ -4,7 +4,8 @@
 // job) and queues the ack token; an acker thread sends the queued tokens,
 // up to 1000 per Ack call, so that acking never delays reading (after a
 // call that carried fewer than 1000 it pauses 1 ms to let more gather).
-// Start with the constructor, end with Stop() (or the destructor).
+// Every call carries the endpoint's token. Start with the constructor, end
+// with Stop() (or the destructor).
 #ifndef DELAYD_BENCH_DELAYD_BENCH_SUBSCRIBER_H_
 #define DELAYD_BENCH_DELAYD_BENCH_SUBSCRIBER_H_
 
@@ -17,8 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench/delayd-bench/endpoint.h"
 #include "delayd/v1/delayd.grpc.pb.h"
-#include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 
 namespace delayd::bench {
@@ -44,9 +45,10 @@ struct Tally {
 
 class Subscriber {
  public:
-  Subscriber(std::shared_ptr<grpc::Channel> channel, const std::string& topic,
-             const std::string& consumer, uint32_t max_in_flight,
-             uint32_t max_batch, Tally* tally);
+  // Opens its own channel (NewChannel(endpoint, channel_tag)).
+  Subscriber(const Endpoint& endpoint, int channel_tag,
+             const std::string& topic, const std::string& consumer,
+             uint32_t max_in_flight, uint32_t max_batch, Tally* tally);
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
   ~Subscriber();
@@ -73,6 +75,7 @@ class Subscriber {
   void Read();
   void AckLoop();
 
+  const Endpoint endpoint_;
   std::unique_ptr<v1::DelayQueue::Stub> stub_;
   v1::SubscribeRequest request_;
   Tally* const tally_;

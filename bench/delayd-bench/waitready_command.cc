@@ -9,6 +9,7 @@
 
 #include "bench/delayd-bench/commands.h"
 #include "bench/delayd-bench/common.h"
+#include "bench/delayd-bench/endpoint.h"
 #include "bench/delayd-bench/server_stats.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -17,7 +18,7 @@
 namespace delayd::bench {
 
 int WaitReadyCommand(Args& args) {
-  const std::string target = args.Str("target", "127.0.0.1:7400");
+  const Endpoint endpoint = ReadEndpoint(args);
   const int64_t expect = args.Int("expect", 0);
   const std::string topic = args.Str("topic", "");
   const double timeout_s = args.Double("timeout", 300);
@@ -29,7 +30,7 @@ int WaitReadyCommand(Args& args) {
   // the backoff arguments say), which would add to the measured time. The
   // peers' harness reconnects per poll too.
   int tag = 0;
-  auto channel = NewChannel(target, tag);
+  auto channel = NewChannel(endpoint, tag);
   auto health = grpc::health::v1::Health::NewStub(channel);
   auto stub = v1::DelayQueue::NewStub(channel);
   double t_connect = 0, t_answer = 0, t_ready = 0;
@@ -37,6 +38,7 @@ int WaitReadyCommand(Args& args) {
   bool ok = false;
   while (NowMs() < deadline) {
     grpc::ClientContext context;
+    Authorize(endpoint, &context);
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(200));
     grpc::health::v1::HealthCheckResponse response;
@@ -44,7 +46,7 @@ int WaitReadyCommand(Args& args) {
         &context, grpc::health::v1::HealthCheckRequest(), &response);
     ++polls;
     if (!status.ok() && t_connect == 0) {
-      channel = NewChannel(target, ++tag);
+      channel = NewChannel(endpoint, ++tag);
       health = grpc::health::v1::Health::NewStub(channel);
       stub = v1::DelayQueue::NewStub(channel);
     }
@@ -57,7 +59,7 @@ int WaitReadyCommand(Args& args) {
     }
     if (t_answer == 0) t_answer = NowMs();
     // GetStats counts every job: seconds at 10M.
-    const ServerCounts counts = GetCounts(*stub, topic, 120'000);
+    const ServerCounts counts = GetCounts(*stub, endpoint, topic, 120'000);
     if (counts.ok) {
       count = counts.jobs;
       if (count == expect) {

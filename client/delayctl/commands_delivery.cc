@@ -56,14 +56,14 @@ Exit Subscribe(Session& s, const Args& a) {
   if (Exit connected = s.Connect(); connected.code != kExitOk) {
     return connected;
   }
-  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientContext> context = s.NewContext();
   std::unique_ptr<grpc::ClientReader<v1::SubscribeResponse>> reader =
-      s.stub().Subscribe(&context, request);
+      s.stub().Subscribe(context.get(), request);
   // Ends the stream on SIGINT: Read blocks, so a watcher cancels the call.
   std::atomic<bool> done{false};
   std::atomic<bool> stopped{false};
   Session* session = &s;
-  grpc::ClientContext* ctx = &context;
+  grpc::ClientContext* ctx = context.get();
   std::atomic<bool>* done_ptr = &done;
   std::atomic<bool>* stopped_ptr = &stopped;
   std::thread watcher([session, ctx, done_ptr, stopped_ptr] {
@@ -114,7 +114,7 @@ Exit Subscribe(Session& s, const Args& a) {
     for (const v1::Delivery& delivery : message.deliveries()) {
       if (!show(delivery)) {
         ended_by_count = true;
-        context.TryCancel();
+        context->TryCancel();
         break;
       }
     }

@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "absl/strings/str_cat.h"
+#include "client/connection/credentials.h"
 #include "client/delayctl/args.h"
 #include "client/delayctl/format.h"
 #include "client/delayctl/session.h"
@@ -20,6 +21,19 @@ std::vector<FlagSpec> GlobalFlags() {
                     kDefaultServer, ")")},
       {"timeout", "DURATION",
        "deadline of each call, and of connecting (default 10s)"},
+      {"token", "TOKEN",
+       "bearer token sent with every call (default $DELAYD_TOKEN, which "
+       "ps does not show)"},
+      {"tls", "", "connect with TLS, verifying the server by the system's CAs"},
+      {"tls-ca", "PATH",
+       "connect with TLS, verifying the server by the CAs of this PEM file"},
+      {"tls-cert", "PATH",
+       "client certificate chain (PEM) for mutual TLS; needs TLS and "
+       "--tls-key"},
+      {"tls-key", "PATH", "the private key (PEM) of --tls-cert"},
+      {"tls-server-name", "NAME",
+       "with TLS, the name the server's certificate must carry (default: "
+       "the host of --server)"},
       {"json", "",
        "print the API's reply messages as proto3 JSON, one per line"},
       {"help", "", "show help (also -h)"},
@@ -65,6 +79,54 @@ std::string VersionLine() {
   return commit.empty() ? absl::StrCat("delayctl ", DELAYD_VERSION, "\n")
                         : absl::StrCat("delayctl ", DELAYD_VERSION, " (commit ",
                                        commit, ")\n");
+}
+
+// The global flags that say how to reach the server, read and checked:
+// INVALID_ARGUMENT naming the flag, or the PEM file that cannot be read.
+absl::StatusOr<Endpoint> EndpointFromFlags(const Args& head,
+                                           const Args& parsed) {
+  auto has = [&](const std::string& f) { return head.Has(f) || parsed.Has(f); };
+  auto flag = [&](const std::string& f) {
+    return parsed.Get(f, head.Get(f, ""));
+  };
+  Endpoint endpoint;
+  const char* env_server = std::getenv("DELAYD_SERVER");
+  endpoint.server = has("server") ? flag("server")
+                    : env_server != nullptr && *env_server != '\0'
+                        ? env_server
+                        : kDefaultServer;
+  // An empty --token= sends none, whatever the environment holds.
+  endpoint.token =
+      has("token") ? flag("token") : connection::TokenFromEnvironment();
+  if (absl::Status s = connection::CheckToken(endpoint.token); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        has("token") ? "--token" : "$DELAYD_TOKEN", ": ", s.message()));
+  }
+  for (const char* f : {"tls-ca", "tls-cert", "tls-key", "tls-server-name"}) {
+    if (has(f) && flag(f).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", f, ": empty"));
+    }
+  }
+  if (!has("tls") && !has("tls-ca")) {
+    for (const char* f : {"tls-cert", "tls-key", "tls-server-name"}) {
+      if (has(f)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", f, " needs TLS on (--tls or --tls-ca)"));
+      }
+    }
+    return endpoint;
+  }
+  if (has("tls-cert") != has("tls-key")) {
+    return absl::InvalidArgumentError(
+        "--tls-cert and --tls-key go together (mutual TLS needs both)");
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> tls =
+      connection::TlsChannelCredentials(flag("tls-ca"), flag("tls-cert"),
+                                        flag("tls-key"));
+  if (!tls.ok()) return tls.status();
+  endpoint.tls = *std::move(tls);
+  endpoint.tls_server_name = flag("tls-server-name");
+  return endpoint;
 }
 
 int Fail(const Io& io, int code, absl::string_view message) {
@@ -128,10 +190,6 @@ int Run(const std::vector<std::string>& args, const Io& io) {
   auto flag = [&](const std::string& f, const std::string& fallback) {
     return parsed->Get(f, head->Get(f, fallback));
   };
-  const char* env_server = std::getenv("DELAYD_SERVER");
-  const std::string server = flag(
-      "server", env_server != nullptr && *env_server != '\0' ? env_server
-                                                             : kDefaultServer);
   absl::StatusOr<absl::Duration> timeout =
       ParseDuration(flag("timeout", "10s"), "--timeout");
   if (!timeout.ok()) return Fail(io, kExitUsage, timeout.status().message());
@@ -139,8 +197,10 @@ int Run(const std::vector<std::string>& args, const Io& io) {
     return Fail(io, kExitUsage, "--timeout: must be more than 0");
   }
   const bool json = parsed->Has("json") || head->Has("json");
+  absl::StatusOr<Endpoint> endpoint = EndpointFromFlags(*head, *parsed);
+  if (!endpoint.ok()) return Fail(io, kExitUsage, endpoint.status().message());
 
-  Session session(server, *timeout, json, io);
+  Session session(*std::move(endpoint), *timeout, json, io);
   const Exit exit = command->run(session, *parsed);
   if (exit.code != kExitOk || !exit.message.empty()) {
     if (!exit.message.empty()) *io.err << "delayctl: " << exit.message << "\n";

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "client/connection/await_ready.h"
+#include "client/connection/credentials.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -27,9 +28,9 @@ std::string CodeName(grpc::StatusCode code) {
 
 }  // namespace
 
-Session::Session(std::string server, absl::Duration timeout, bool json,
+Session::Session(Endpoint endpoint, absl::Duration timeout, bool json,
                  const Io& io)
-    : server_(std::move(server)), timeout_(timeout), json_(json), io_(io) {
+    : endpoint_(std::move(endpoint)), timeout_(timeout), json_(json), io_(io) {
   grpc::ChannelArguments args;
   // ListJobs pages and payloads are bounded by the server at 4 MiB and
   // 1 MiB; leave room above gRPC's 4 MiB default.
@@ -41,9 +42,24 @@ Session::Session(std::string server, absl::Duration timeout, bool json,
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
   args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 100);
-  channel_ = grpc::CreateCustomChannel(
-      server_, grpc::InsecureChannelCredentials(), args);
+  if (endpoint_.tls != nullptr && !endpoint_.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(endpoint_.tls_server_name);
+  }
+  channel_ = grpc::CreateCustomChannel(endpoint_.server,
+                                       endpoint_.tls != nullptr
+                                           ? endpoint_.tls
+                                           : grpc::InsecureChannelCredentials(),
+                                       args);
   stub_ = v1::DelayQueue::NewStub(channel_);
+}
+
+std::unique_ptr<grpc::ClientContext> Session::NewContext() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  if (!endpoint_.token.empty()) {
+    context->AddMetadata(connection::kAuthorizationKey,
+                         connection::AuthorizationValue(endpoint_.token));
+  }
+  return context;
 }
 
 grpc_connectivity_state Session::AwaitReady(absl::Time deadline) const {
@@ -56,28 +72,36 @@ Exit Session::Connect() {
       return Exit::Ok();
     case GRPC_CHANNEL_TRANSIENT_FAILURE:
     case GRPC_CHANNEL_SHUTDOWN:
-      return {kExitUnavailable, absl::StrCat("cannot reach server ", server_,
-                                             ": connection failed")};
+      return {kExitUnavailable,
+              absl::StrCat("cannot reach server ", server(), ": ",
+                           endpoint_.tls != nullptr
+                               ? "connection or TLS handshake failed"
+                               : "connection failed")};
     default:
       return {kExitUnavailable,
-              absl::StrCat("cannot reach server ", server_, " within ",
+              absl::StrCat("cannot reach server ", server(), " within ",
                            absl::FormatDuration(timeout_))};
   }
 }
 
 Exit Session::RpcFailed(const grpc::Status& status) const {
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    return {kExitUnavailable, absl::StrCat("server ", server_, " unavailable: ",
-                                           status.error_message())};
+    return {kExitUnavailable,
+            absl::StrCat("server ", server(),
+                         " unavailable: ", status.error_message())};
   }
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
       channel_->GetState(false) != GRPC_CHANNEL_READY) {
     return {kExitUnavailable,
-            absl::StrCat("cannot reach server ", server_, " within ",
+            absl::StrCat("cannot reach server ", server(), " within ",
                          absl::FormatDuration(timeout_))};
   }
-  return Exit::Failed(absl::StrCat(CodeName(status.error_code()), ": ",
-                                   status.error_message()));
+  const bool no_token =
+      status.error_code() == grpc::StatusCode::UNAUTHENTICATED &&
+      endpoint_.token.empty();
+  return Exit::Failed(absl::StrCat(
+      CodeName(status.error_code()), ": ", status.error_message(),
+      no_token ? " (no token was sent: give --token or $DELAYD_TOKEN)" : ""));
 }
 
 void Session::PrintJson(const google::protobuf::Message& message) {

@@ -1,7 +1,8 @@
 // Session: what every delayctl command works with — the channel and stubs to
-// one server, the global flags (--timeout, --json) and the output streams —
-// plus the mapping of gRPC failures to one error line and an exit code, and
-// the shape of a command's unary call (deadline, call, failure, output).
+// one server (plain or TLS), the global flags (--timeout, --json), the
+// token every call carries and the output streams — plus the mapping of
+// gRPC failures to one error line and an exit code, and the shape of a
+// command's unary call (deadline, call, failure, output).
 // One per Run(); not thread-safe except where noted.
 #ifndef DELAYD_CLIENT_DELAYCTL_SESSION_H_
 #define DELAYD_CLIENT_DELAYCTL_SESSION_H_
@@ -18,6 +19,7 @@
 #include "google/protobuf/message.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/security/credentials.h"
 #include "grpcpp/support/status.h"
 
 namespace delayd::delayctl {
@@ -36,6 +38,21 @@ struct Exit {
   }
 };
 
+// How a Session reaches its server: the global flags --server, --tls,
+// --tls-ca, --tls-cert, --tls-key, --tls-server-name and --token, read and
+// checked (the PEM files read) by Run().
+struct Endpoint {
+  std::string server;  // host:port, or any gRPC target
+  // TLS credentials; null: plain TCP.
+  std::shared_ptr<grpc::ChannelCredentials> tls;
+  // With TLS: the name the server's certificate must carry; empty: the host
+  // of `server`.
+  std::string tls_server_name;
+  // Sent with every call as `authorization: Bearer TOKEN`; empty: none.
+  // REQUIRES: printable ASCII (connection::CheckToken).
+  std::string token;
+};
+
 // A unary rpc of a generated stub, e.g. &v1::DelayQueue::Stub::GetJob.
 template <typename Stub, typename Request, typename Response>
 using UnaryRpc = grpc::Status (Stub::*)(grpc::ClientContext*, const Request&,
@@ -43,13 +60,13 @@ using UnaryRpc = grpc::Status (Stub::*)(grpc::ClientContext*, const Request&,
 
 class Session {
  public:
-  Session(std::string server, absl::Duration timeout, bool json, const Io& io);
+  Session(Endpoint endpoint, absl::Duration timeout, bool json, const Io& io);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   v1::DelayQueue::Stub& stub() { return *stub_; }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
-  const std::string& server() const { return server_; }
+  const std::string& server() const { return endpoint_.server; }
   absl::Duration timeout() const { return timeout_; }
   bool json() const { return json_; }
   std::ostream& out() { return *io_.out; }
@@ -59,6 +76,11 @@ class Session {
     return io_.stop != nullptr && io_.stop->load();
   }
 
+  // A context for one call to the server, without a deadline: the token's
+  // metadata, if there is a token. Every call delayctl makes takes its
+  // context from here (a context is neither copyable nor movable).
+  std::unique_ptr<grpc::ClientContext> NewContext() const;
+
   // Waits up to --timeout for the channel to connect. A connection attempt
   // that fails (refused, or closed before the server spoke HTTP/2) is tried
   // again for up to kConnectPatience before this gives up with exit 3, so a
@@ -66,7 +88,8 @@ class Session {
   Exit Connect();
 
   // The Exit of a failed rpc: 3 for UNAVAILABLE or a deadline missed without
-  // a connection, else 1; the message names the server and the code.
+  // a connection, else 1; the message names the server and the code (and,
+  // for UNAUTHENTICATED without a token, how to give one).
   Exit RpcFailed(const grpc::Status& status) const;
 
   // Prints a message as one line of proto3 JSON (enums by name, fields with
@@ -82,9 +105,9 @@ class Session {
                     const Request& request, Response* response) const {
     const absl::Time deadline = absl::Now() + timeout_;
     AwaitReady(deadline);
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(deadline));
-    return (stub.*rpc)(&context, request, response);
+    std::unique_ptr<grpc::ClientContext> context = NewContext();
+    context->set_deadline(absl::ToChronoTime(deadline));
+    return (stub.*rpc)(context.get(), request, response);
   }
 
   // Shows a message: as JSON (PrintJson) with --json, else print_text(it).
@@ -125,7 +148,7 @@ class Session {
   // channel to connect, until `deadline` or a second after an attempt failed.
   grpc_connectivity_state AwaitReady(absl::Time deadline) const;
 
-  const std::string server_;
+  const Endpoint endpoint_;
   const absl::Duration timeout_;
   const bool json_;
   const Io io_;

@@ -9,6 +9,10 @@
 // lease of a handler that runs long, reconnects with backoff when the stream
 // breaks, and stops cleanly.
 //
+// Security: ClientOptions::credentials for TLS (TlsCredentials() reads the
+// PEM files, for mutual TLS too) and ClientOptions::token, the bearer token
+// every call and stream carries (default $DELAYD_TOKEN).
+//
 // Thread-safety: Client and Subscriber are thread-safe. Share one Client per
 // process and server: it holds one gRPC channel (one HTTP/2 connection).
 //
@@ -88,8 +92,14 @@ struct ClientOptions {
   // Default 10 s.
   absl::Duration default_deadline = absl::Seconds(10);
   RpcRetryPolicy retry;
-  // Channel credentials. Default (null): insecure, plain TCP.
+  // Channel credentials. Default (null): insecure, plain TCP. For TLS see
+  // TlsCredentials() below.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Bearer token sent with every call as `authorization: Bearer TOKEN`.
+  // Empty (the default): the value of DELAYD_TOKEN when the Client is made,
+  // if set; else none. Printable ASCII only: with another byte every call
+  // fails with INVALID_ARGUMENT (sent as it is, gRPC would abort).
+  std::string token;
   // Longest wait of the channel between two connection attempts (and two
   // DNS resolutions) while the server is unreachable; gRPC's own defaults,
   // 120 s and 30 s, are far too long to notice a restarted server.
@@ -100,6 +110,19 @@ struct ClientOptions {
   // 20 s. Default 5 s.
   absl::Duration connect_timeout = absl::Seconds(5);
 };
+
+// TLS credentials for ClientOptions::credentials, from PEM files read now:
+// the server's certificate must chain to the CAs in `ca_file` (empty: the
+// system's roots), and for mutual TLS `cert_file` and `key_file` are the
+// client's certificate chain and private key (both or neither). The name
+// checked in the server's certificate is the host of ClientOptions::target
+// (to check another, make the channel yourself with
+// GRPC_SSL_TARGET_NAME_OVERRIDE_ARG and pass it to Client). INVALID_ARGUMENT
+// naming the file that cannot be read or is not PEM, or naming both of
+// cert_file and key_file when only one is given.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentials(
+    const std::string& ca_file, const std::string& cert_file = "",
+    const std::string& key_file = "");
 
 // Per-call overrides of ClientOptions.
 struct CallOptions {
@@ -152,7 +175,9 @@ class DeliveryStream {
   DeliveryStream() = default;
 
   grpc::ClientContext context_;
+  // Null when the stream was refused before it was opened (error_).
   std::unique_ptr<grpc::ClientReader<v1::SubscribeResponse>> reader_;
+  absl::Status error_;
   v1::SubscribeResponse message_;  // the last read
   int next_ = 0;                   // message_'s first delivery not handed out
   bool finished_ = false;
@@ -164,7 +189,7 @@ class Client {
   explicit Client(ClientOptions options = {});
   // Uses `channel` as it is (its own credentials and arguments);
   // options.target, credentials, max_reconnect_backoff and connect_timeout
-  // are ignored.
+  // are ignored (options.token is not).
   Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options = {});
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -213,8 +238,9 @@ class Client {
 
   // Opens a Subscribe stream. `max_in_flight` 0 means the server's 100;
   // `max_batch` (deliveries per stream message) 0 means no limit.
-  // A refusal (bad topic, server unavailable) shows in the stream's
-  // Finish(). Never retried: Subscriber reconnects.
+  // A refusal (bad topic, server unavailable, a token the server does not
+  // know or that cannot be sent) shows in the stream's Finish(). Never
+  // retried: Subscriber reconnects.
   std::unique_ptr<DeliveryStream> Subscribe(const std::string& topic,
                                             const std::string& consumer,
                                             uint32_t max_in_flight,
@@ -256,7 +282,16 @@ class Client {
                                        v1::RescheduleRequest request,
                                        const CallOptions& call);
 
+  // Adds the token's metadata to a context of this client, if there is a
+  // token.
+  void Authorize(grpc::ClientContext* context) const;
+
   const ClientOptions options_;
+  // The token sent (options_.token, else $DELAYD_TOKEN); empty: none.
+  const std::string token_;
+  // Why the token cannot be sent (INVALID_ARGUMENT), else OK; every call
+  // returns it.
+  const absl::Status token_error_;
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::DelayQueue::Stub> stub_;
 };
