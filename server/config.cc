@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "server/jobs/retention.h"
@@ -48,6 +49,24 @@ ABSL_FLAG(absl::Duration, retention, absl::ZeroDuration(),
           "kept after they finished, visible to GetJob/ListJobs/GetStats and "
           "answering Cancel (ALREADY_DONE) and Schedule retries, before they "
           "are deleted; 0: delete at once; at most 8760h (365 days)");
+
+// Security (docs/design.md, "Security").
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the gRPC port; with --tls-key, the port "
+          "serves TLS only. Re-read when it changes on disk");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificates: clients must present a certificate signed by "
+          "one of them (mutual TLS). Re-read when it changes on disk");
+ABSL_FLAG(absl::Duration, tls_reload_interval, absl::Seconds(10),
+          "how often the TLS files are checked for changes");
+ABSL_FLAG(std::string, auth_file, "",
+          "principals and their grants (docs/security.md); every call must "
+          "then carry a bearer token or a client certificate of a principal. "
+          "Re-read on SIGHUP");
+ABSL_FLAG(bool, insecure, false,
+          "serve a non-loopback address without TLS or an auth file (or the "
+          "HTTP port on a non-loopback address, which has neither)");
 
 // Limits on client input (DESIGN's limits table); refusals name the field
 // and the limit.
@@ -124,6 +143,14 @@ const std::vector<FlagGroup>& FlagGroups() {
         {"max_batch", "N", std::nullopt, SizeRange{1, 100'000}},
         {"max_in_flight", "N", std::nullopt, SizeRange{1, 1'000'000}},
         {"max_page_size", "N", std::nullopt, SizeRange{1, 100'000}}}},
+      {"Security",
+       {{"tls_cert", "PATH"},
+        {"tls_key", "PATH"},
+        {"tls_client_ca", "PATH"},
+        {"tls_reload_interval", "DURATION",
+         DurationRange{absl::Seconds(1), absl::Hours(24)}},
+        {"auth_file", "PATH"},
+        {"insecure", ""}}},
   };
   return *groups;
 }
@@ -323,9 +350,9 @@ std::string HelpText() {
     for (const FlagDoc& doc : group.flags) {
       const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(doc.name);
       const std::string fallback = flag->DefaultValue();
-      std::string line =
-          absl::StrCat("--", Dashed(doc.name), "=", doc.value_name,
-                       "  (default: ", fallback.empty() ? "none" : fallback);
+      std::string line = absl::StrCat(
+          "--", Dashed(doc.name), doc.value_name.empty() ? "" : "=",
+          doc.value_name, "  (default: ", fallback.empty() ? "none" : fallback);
       if (doc.duration || doc.size) {
         absl::StrAppend(&line, "; range: ", RangeText(doc));
       }
@@ -357,6 +384,8 @@ absl::StatusOr<Config> ConfigFromSettings(
     std::string value;
     if (eq != absl::string_view::npos) {
       value = std::string(arg.substr(eq + 1));
+    } else if (flag->IsOfType<bool>()) {
+      value = "true";  // --insecure alone; --insecure=false to unset
     } else if (i + 1 < settings.size()) {
       value = settings[++i];  // --name value
     } else {
@@ -413,7 +442,74 @@ absl::StatusOr<Config> ConfigFromSettings(
     return absl::InvalidArgumentError(
         absl::StrCat("--sync: must be 'always' or 'none', got '", sync, "'"));
   }
+  config.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  config.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  config.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  config.tls.reload_interval = absl::GetFlag(FLAGS_tls_reload_interval);
+  config.auth_file = absl::GetFlag(FLAGS_auth_file);
+  config.insecure = absl::GetFlag(FLAGS_insecure);
+  if (absl::Status secure = CheckSecurity(config); !secure.ok()) return secure;
   return config;
+}
+
+bool IsLoopback(absl::string_view address) {
+  if (absl::StartsWith(address, "unix:") ||
+      absl::StartsWith(address, "unix-abstract:")) {
+    return true;  // a local socket: no network reaches it
+  }
+  const size_t colon = address.rfind(':');
+  absl::string_view host =
+      colon == absl::string_view::npos ? address : address.substr(0, colon);
+  if (absl::ConsumePrefix(&host, "[")) {
+    if (!absl::ConsumeSuffix(&host, "]")) return false;
+    return host == "::1";
+  }
+  if (host == "localhost") return true;
+  // 127.0.0.0/8: four decimal parts, the first 127.
+  std::vector<absl::string_view> parts = absl::StrSplit(host, '.');
+  if (parts.size() != 4 || parts[0] != "127") return false;
+  for (absl::string_view part : parts) {
+    if (part.empty() || part.size() > 3) return false;
+    for (char c : part) {
+      if (c < '0' || c > '9') return false;
+    }
+  }
+  return true;
+}
+
+absl::Status CheckSecurity(const Config& config) {
+  const TlsConfig& tls = config.tls;
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert and --tls-key go together: give both or neither");
+  }
+  if (!tls.client_ca_file.empty() && tls.cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca needs --tls-cert and --tls-key: mutual TLS is TLS "
+        "first");
+  }
+  if (config.insecure) return absl::OkStatus();
+  if (!IsLoopback(config.listen)) {
+    std::vector<std::string> missing;
+    if (!tls.enabled()) missing.push_back("--tls-cert and --tls-key");
+    if (config.auth_file.empty()) missing.push_back("--auth-file");
+    if (!missing.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--listen=", config.listen,
+          " is not a loopback address, so delayd serves it only with TLS and "
+          "an auth file: missing ",
+          absl::StrJoin(missing, " and "),
+          " (or pass --insecure to serve it without them)"));
+    }
+  }
+  if (!IsLoopback(config.http_listen)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http-listen=", config.http_listen,
+        " is not a loopback address: the HTTP port (metrics, JSON API, "
+        "console) has no TLS or auth, so it stays on loopback (or pass "
+        "--insecure to serve it anyway)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Config> ParseConfig(int argc, char** argv) {

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/jobs/limits.h"
 
@@ -20,6 +22,19 @@ namespace delayd::server {
 enum class SyncMode {
   kAlways,  // fsync the write-ahead log before replying OK (default)
   kNone,    // leave flushing to the OS: a machine crash may lose recent writes
+};
+
+// TLS on the gRPC port (docs/security.md). Files are PEM; gRPC re-reads
+// them every reload_interval and uses them once they change, without
+// dropping connections.
+struct TlsConfig {
+  std::string cert_file;
+  std::string key_file;
+  // Set: mutual TLS, clients must present a certificate signed by these.
+  std::string client_ca_file;
+  absl::Duration reload_interval = absl::Seconds(10);
+
+  bool enabled() const { return !cert_file.empty(); }
 };
 
 struct Config {
@@ -40,6 +55,12 @@ struct Config {
   // At most Retention::kMax (365 days).
   absl::Duration retention = absl::ZeroDuration();
   Limits limits;
+  TlsConfig tls;
+  // Principals and grants; empty: every call is allowed (loopback only,
+  // unless insecure).
+  std::string auth_file;
+  // Serve non-loopback addresses without TLS or auth (logged at start).
+  bool insecure = false;
 };
 
 // Parses argv (after applying the config file and DELAYD_* variables from
@@ -54,6 +75,17 @@ absl::StatusOr<Config> ParseConfig(int argc, char** argv);
 // the process's flags: tests keep them with absl::FlagSaver.
 absl::StatusOr<Config> ConfigFromSettings(
     const std::vector<std::string>& settings);
+
+// Whether a listen address reaches only this machine: 127.0.0.0/8,
+// localhost, [::1], or a unix socket. "0.0.0.0:7400", "[::]:7400",
+// ":7400" and any other host are not.
+bool IsLoopback(absl::string_view address);
+
+// Secure by default: a non-loopback --listen needs TLS and an auth file,
+// and a non-loopback --http-listen is refused (the HTTP port has neither),
+// unless config.insecure. Also: --tls-cert and --tls-key go together, and
+// --tls-client-ca needs them. INVALID_ARGUMENT naming what is missing.
+absl::Status CheckSecurity(const Config& config);
 
 // "0.1.0", with " (commit <12 hex digits>)" when the build knew its git
 // commit.

@@ -1,6 +1,7 @@
 // delayd: serves the DelayQueue API until SIGTERM or SIGINT, then drains and
-// exits 0. Exit 1: bad configuration or a failed start (the reason is on
-// stderr). --help and --version print to stdout and exit 0. Once serving, it
+// exits 0. SIGHUP re-reads the auth file (a bad one is logged and the
+// current one kept). Exit 1: bad configuration or a failed start (the reason is
+// on stderr). --help and --version print to stdout and exit 0. Once serving, it
 // prints one line that tools and tests read:
 //   delayd: listening grpc=HOST:PORT http=HOST:PORT
 #include <pthread.h>
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   absl::StatusOr<std::unique_ptr<delayd::server::Server>> server =
@@ -68,7 +70,15 @@ int main(int argc, char** argv) {
                                      " moved by time zone rules)"));
 
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  while (sigwait(&stop_signals, &signal_number) == 0 &&
+         signal_number == SIGHUP) {
+    if (absl::Status reloaded = (*server)->ReloadAuth(); reloaded.ok()) {
+      DELAYD_LOG_INFO("delayd: SIGHUP: auth file read again");
+    } else {
+      DELAYD_LOG_ERROR("delayd: SIGHUP: keeping the auth file in use: %s",
+                       reloaded.ToString());
+    }
+  }
   DELAYD_LOG_INFO("delayd: %s received, draining",
                   signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Shutdown();

@@ -14,6 +14,8 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 #include "grpcpp/server_builder.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -23,6 +25,46 @@
 namespace delayd::server {
 namespace {
 
+// The gRPC port's credentials: TLS (mutual with a client CA) from files
+// gRPC re-reads every reload_interval, or plain text. The files are read
+// once here so that a missing or empty one stops the start, naming its
+// flag, instead of failing every handshake later.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcCredentials(
+    const TlsConfig& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  for (const auto& [flag, path] :
+       {std::pair<const char*, const std::string&>{"--tls-cert", tls.cert_file},
+        {"--tls-key", tls.key_file},
+        {"--tls-client-ca", tls.client_ca_file}}) {
+    if (path.empty()) continue;
+    std::ifstream in(path);
+    std::string head(64, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    if (!in && in.gcount() == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": cannot read ", path));
+    }
+    if (head.find("-----BEGIN") == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": ", path, " is not a PEM file"));
+    }
+  }
+  auto provider =
+      std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+          tls.key_file, tls.cert_file, tls.client_ca_file,
+          static_cast<unsigned int>(absl::ToInt64Seconds(tls.reload_interval)));
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  if (tls.client_ca_file.empty()) {
+    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  } else {
+    options.watch_root_certs();
+    options.set_cert_request_type(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  }
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
 // "127.0.0.1:0" + 4711 -> "127.0.0.1:4711".
 std::string WithPort(const std::string& address, int port) {
   return absl::StrCat(address.substr(0, address.rfind(':')), ":", port);
@@ -31,7 +73,8 @@ std::string WithPort(const std::string& address, int port) {
 }  // namespace
 
 Server::Server(const Config& config,
-               std::unique_ptr<storage::RocksDbJobStore> store)
+               std::unique_ptr<storage::RocksDbJobStore> store,
+               std::unique_ptr<Access> access)
     : config_(config),
       metrics_(std::make_unique<Metrics>()),
       store_(std::move(store)),
@@ -41,8 +84,13 @@ Server::Server(const Config& config,
       jobs_(std::make_unique<JobService>(&instrumented_store_, &clock_,
                                          config.limits, &delivery_metrics_,
                                          config.retention)),
-      service_(std::make_unique<DelayQueueService>(jobs_.get(), &rpc_metrics_)),
-      json_api_(std::make_unique<JsonApi>(jobs_.get())) {
+      access_(std::move(access)),
+      quota_metrics_(metrics_->registry()),
+      quotas_(&jobs_->topics(), &clock_, &quota_metrics_),
+      service_(std::make_unique<DelayQueueService>(jobs_.get(), &rpc_metrics_,
+                                                   access_.get(), &quotas_)),
+      json_api_(
+          std::make_unique<JsonApi>(jobs_.get(), access_.get(), &quotas_)) {
   jobs_->SetMemoryHorizon(config.memory_horizon);
   metrics_->AddCollectable(std::make_shared<JobsCollector>(jobs_.get()));
 }
@@ -50,6 +98,25 @@ Server::Server(const Config& config,
 Server::~Server() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
+  // What can refuse the start without touching the store comes first.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      GrpcCredentials(config.tls);
+  if (!credentials.ok()) return credentials.status();
+  std::unique_ptr<Access> access = std::make_unique<Access>();
+  if (!config.auth_file.empty()) {
+    absl::StatusOr<std::unique_ptr<Access>> loaded =
+        Access::FromFile(config.auth_file);
+    if (!loaded.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auth-file: ", loaded.status().message()));
+    }
+    access = *std::move(loaded);
+  }
+  if (config.insecure) {
+    DELAYD_LOG_WARN(
+        "delayd: --insecure: a non-loopback address may be served without "
+        "TLS or an auth file; anyone who reaches it can do anything");
+  }
   storage::RocksDbJobStore::Options store_options;
   store_options.sync_mode = config.sync == SyncMode::kAlways
                                 ? storage::SyncMode::kAlways
@@ -60,7 +127,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   absl::StatusOr<std::unique_ptr<storage::RocksDbJobStore>> store =
       storage::RocksDbJobStore::Open(config.data_dir, store_options);
   if (!store.ok()) return store.status();
-  std::unique_ptr<Server> server(new Server(config, *std::move(store)));
+  std::unique_ptr<Server> server(
+      new Server(config, *std::move(store), std::move(access)));
   absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
       config.http_listen, server->metrics_.get(), server->json_api_.get());
   if (!http.ok()) return http.status();
@@ -72,8 +140,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(),
-                           &port);
+  builder.AddListeningPort(config.listen, *std::move(credentials), &port);
   // gRPC sets SO_REUSEPORT by default: a second delayd on the same port (or,
   // with port 0, one the kernel happened to pick twice) would bind it too
   // and take half the connections, with a store of its own. One port, one

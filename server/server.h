@@ -2,6 +2,10 @@
 // the gRPC server (DelayQueue, grpc.health.v1, reflection) and the HTTP
 // server (/metrics, /healthz, the JSON API) — built from a Config.
 //
+// Security (docs/security.md): TLS on the gRPC port from Config's files,
+// re-read as they change; with an auth file, every call's principal and
+// grants checked (Access), the file re-read by ReloadAuth.
+//
 // Lifecycle: Start() opens the store and binds the ports, with health
 // NOT_SERVING and job rpcs (gRPC and HTTP) answering UNAVAILABLE; Recover()
 // rebuilds the timers from the store and turns health SERVING; Shutdown()
@@ -18,12 +22,15 @@
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "server/config.h"
+#include "server/core/access.h"
 #include "server/core/job_service.h"
+#include "server/core/quota_keeper.h"
 #include "server/http/http_server.h"
 #include "server/http/json_api.h"
 #include "server/metrics/delivery_metrics.h"
 #include "server/metrics/instrumented_store.h"
 #include "server/metrics/metrics.h"
+#include "server/metrics/quota_metrics.h"
 #include "server/metrics/rpc_metrics.h"
 #include "server/rpc/delay_queue_service.h"
 #include "server/timer/clock.h"
@@ -57,8 +64,13 @@ class Server {
 
   void Shutdown();
 
+  // Reads the auth file again (SIGHUP). On an error the server keeps the
+  // one it has and returns the error. Without an auth file: OK.
+  absl::Status ReloadAuth() { return access_->Reload(); }
+
  private:
-  Server(const Config& config, std::unique_ptr<storage::RocksDbJobStore> store);
+  Server(const Config& config, std::unique_ptr<storage::RocksDbJobStore> store,
+         std::unique_ptr<Access> access);
 
   const Config config_;
   std::unique_ptr<Metrics> metrics_;
@@ -68,6 +80,9 @@ class Server {
   DeliveryMetrics delivery_metrics_;
   timer::SystemClock clock_;
   std::unique_ptr<JobService> jobs_;
+  const std::unique_ptr<Access> access_;
+  QuotaMetrics quota_metrics_;
+  QuotaKeeper quotas_;
   std::unique_ptr<DelayQueueService> service_;
   std::unique_ptr<JsonApi> json_api_;
   std::unique_ptr<grpc::Server> grpc_server_;

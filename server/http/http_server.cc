@@ -196,6 +196,10 @@ class ApiHandler : public AnyMethod {
     request.from_browser = mg_get_header(conn, "Origin") != nullptr ||
                            mg_get_header(conn, "Sec-Fetch-Site") != nullptr;
     request.csrf_token = csrf != nullptr ? csrf : "";
+    if (const char* authorization = mg_get_header(conn, "Authorization");
+        authorization != nullptr) {
+      request.authorization = authorization;
+    }
     return api_->Handle(request);
   }
   const JsonApi* const api_;

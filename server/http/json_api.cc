@@ -238,21 +238,38 @@ HttpReply Reply(const v1::GetStatsResponse& response) {
   return reply;
 }
 
-// Runs `method` of the JobService on `request`, which `fill` fills first.
+// Runs `method` (the rpc `name`) of the JobService for `caller` on
+// `request`, which `fill` fills first: authorized, its answer restricted
+// to what the caller may read, audited as over gRPC.
 template <typename Request, typename Response, typename Fill>
-HttpReply Call(JobService* jobs,
+HttpReply Call(JobService* jobs, QuotaKeeper* quotas, const Caller& caller,
+               const char* name,
                absl::StatusOr<Response> (JobService::*method)(const Request&),
                Fill fill) {
   Request request;
   if (absl::Status s = fill(request); !s.ok()) return ErrorReply(s);
+  std::string topic;
+  if (absl::Status s = Authorize(caller, request, &topic); !s.ok()) {
+    Audit(caller, name, topic, s);
+    return ErrorReply(s);
+  }
+  absl::StatusOr<QuotaKeeper::Ticket> ticket = Admit(quotas, caller, request);
+  if (!ticket.ok()) {
+    Audit(caller, name, topic, ticket.status());
+    return ErrorReply(ticket.status());
+  }
   absl::StatusOr<Response> response = (jobs->*method)(request);
+  *ticket = QuotaKeeper::Ticket();  // applied: the jobs count as live
+  if (IsAdminMethod(name)) Audit(caller, name, topic, response.status());
   if (!response.ok()) return ErrorReply(response.status());
+  Restrict(caller, request, &*response);
   return Reply(*response);
 }
 
 }  // namespace
 
-JsonApi::JsonApi(JobService* jobs) : jobs_(jobs), csrf_token_(NewToken()) {}
+JsonApi::JsonApi(JobService* jobs, const Access* access, QuotaKeeper* quotas)
+    : jobs_(jobs), access_(access), quotas_(quotas), csrf_token_(NewToken()) {}
 
 HttpReply JsonApi::Handle(const HttpRequest& request) const {
   const absl::string_view method = request.method;
@@ -273,6 +290,18 @@ HttpReply JsonApi::Handle(const HttpRequest& request) const {
   }
   absl::string_view rest = path;
   if (!absl::ConsumePrefix(&rest, kPrefix)) return NoRoute(method, path);
+  Caller caller;
+  if (access_ != nullptr && !access_->open()) {
+    Credentials credentials;
+    credentials.authorization = request.authorization;
+    absl::StatusOr<Caller> authenticated = access_->Authenticate(credentials);
+    if (!authenticated.ok()) {
+      Audit(Caller(), absl::StrCat(method, " ", path), "",
+            authenticated.status());
+      return ErrorReply(authenticated.status());
+    }
+    caller = *std::move(authenticated);
+  }
   const bool get = method == "GET";
   const bool post = method == "POST";
   const auto body_only = [&](auto& request) {
@@ -282,20 +311,23 @@ HttpReply JsonApi::Handle(const HttpRequest& request) const {
 
   if (rest == "/jobs") {
     if (!post) return MethodNotAllowed(method, path, "POST");
-    return Call(jobs_, &JobService::Schedule, body_only);
+    return Call(jobs_, quotas_, caller, "Schedule", &JobService::Schedule,
+                body_only);
   }
   if (rest == "/jobs:batch") {
     if (!post) return MethodNotAllowed(method, path, "POST");
-    return Call(jobs_, &JobService::ScheduleBatch, body_only);
+    return Call(jobs_, quotas_, caller, "ScheduleBatch",
+                &JobService::ScheduleBatch, body_only);
   }
   if (rest == "/stats") {
     if (!get) return MethodNotAllowed(method, path, "GET");
-    return Call(jobs_, &JobService::GetStats,
+    return Call(jobs_, quotas_, caller, "GetStats", &JobService::GetStats,
                 [&](v1::GetStatsRequest& r) { return FromQuery(query, r); });
   }
   if (rest == "/recurrences:preview") {
     if (!post) return MethodNotAllowed(method, path, "POST");
-    return Call(jobs_, &JobService::PreviewSchedule, body_only);
+    return Call(jobs_, quotas_, caller, "PreviewSchedule",
+                &JobService::PreviewSchedule, body_only);
   }
   if (!absl::ConsumePrefix(&rest, "/topics/")) return NoRoute(method, path);
 
@@ -310,27 +342,32 @@ HttpReply JsonApi::Handle(const HttpRequest& request) const {
     }
     if (!post) return MethodNotAllowed(method, path, "POST");
     const std::string topic = Decode(rest.substr(0, colon), false);
-    return Call(jobs_, &JobService::Redrive, [&](v1::RedriveRequest& r) {
-      absl::Status s = body_only(r);
-      return s.ok() ? FromPath("topic", topic, *r.mutable_topic()) : s;
-    });
+    return Call(jobs_, quotas_, caller, "Redrive", &JobService::Redrive,
+                [&](v1::RedriveRequest& r) {
+                  absl::Status s = body_only(r);
+                  return s.ok() ? FromPath("topic", topic, *r.mutable_topic())
+                                : s;
+                });
   }
   const std::string topic = Decode(rest.substr(0, slash), false);
   rest.remove_prefix(slash);
   if (rest == "/jobs") {
     if (!get) return MethodNotAllowed(method, path, "GET");
-    return Call(jobs_, &JobService::ListJobs, [&](v1::ListJobsRequest& r) {
-      absl::Status s = FromQuery(query, r);
-      return s.ok() ? FromPath("topic", topic, *r.mutable_topic()) : s;
-    });
+    return Call(jobs_, quotas_, caller, "ListJobs", &JobService::ListJobs,
+                [&](v1::ListJobsRequest& r) {
+                  absl::Status s = FromQuery(query, r);
+                  return s.ok() ? FromPath("topic", topic, *r.mutable_topic())
+                                : s;
+                });
   }
   if (rest == "/jobs:cancelByPrefix") {
     if (!post) return MethodNotAllowed(method, path, "POST");
-    return Call(
-        jobs_, &JobService::CancelByPrefix, [&](v1::CancelByPrefixRequest& r) {
-          absl::Status s = body_only(r);
-          return s.ok() ? FromPath("topic", topic, *r.mutable_topic()) : s;
-        });
+    return Call(jobs_, quotas_, caller, "CancelByPrefix",
+                &JobService::CancelByPrefix, [&](v1::CancelByPrefixRequest& r) {
+                  absl::Status s = body_only(r);
+                  return s.ok() ? FromPath("topic", topic, *r.mutable_topic())
+                                : s;
+                });
   }
   if (!absl::ConsumePrefix(&rest, "/jobs/")) return NoRoute(method, path);
   if (get || method == "DELETE") {
@@ -340,8 +377,10 @@ HttpReply JsonApi::Handle(const HttpRequest& request) const {
       absl::Status s = NoQuery(query);
       return s.ok() ? FromPath(topic, id, *r.mutable_key()) : s;
     };
-    if (get) return Call(jobs_, &JobService::GetJob, by_path);
-    return Call(jobs_, &JobService::Cancel, by_path);
+    if (get)
+      return Call(jobs_, quotas_, caller, "GetJob", &JobService::GetJob,
+                  by_path);
+    return Call(jobs_, quotas_, caller, "Cancel", &JobService::Cancel, by_path);
   }
   const size_t colon = rest.rfind(':');
   const absl::string_view verb =
@@ -358,10 +397,16 @@ HttpReply JsonApi::Handle(const HttpRequest& request) const {
     absl::Status s = body_only(r);
     return s.ok() ? FromPath(topic, id, *r.mutable_key()) : s;
   };
-  if (verb == "cancel") return Call(jobs_, &JobService::Cancel, keyed);
-  if (verb == "reschedule") return Call(jobs_, &JobService::Reschedule, keyed);
-  if (verb == "pause") return Call(jobs_, &JobService::PauseJob, keyed);
-  return Call(jobs_, &JobService::ResumeJob, keyed);
+  if (verb == "cancel")
+    return Call(jobs_, quotas_, caller, "Cancel", &JobService::Cancel, keyed);
+  if (verb == "reschedule")
+    return Call(jobs_, quotas_, caller, "Reschedule", &JobService::Reschedule,
+                keyed);
+  if (verb == "pause")
+    return Call(jobs_, quotas_, caller, "PauseJob", &JobService::PauseJob,
+                keyed);
+  return Call(jobs_, quotas_, caller, "ResumeJob", &JobService::ResumeJob,
+              keyed);
 }
 
 }  // namespace delayd::server

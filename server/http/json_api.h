@@ -36,6 +36,11 @@
 // (HttpServer puts it in index.html); else 403. Scripts and services (curl, no
 // such headers) need no token.
 //
+// Access (core/access.h): with an auth file, every call needs the header
+// `Authorization: Bearer TOKEN` of a principal (else 401) and its grants
+// (else 403) and quotas (else 429), as over gRPC; the console, which holds no
+// token, then gets 401 too. Refusals and admin calls are audited.
+//
 // Until StartServing, and from StartDraining on, every call answers 503.
 // Thread-safe.
 #ifndef DELAYD_SERVER_HTTP_JSON_API_H_
@@ -43,10 +48,13 @@
 
 #include <atomic>
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "server/core/access.h"
 #include "server/core/job_service.h"
+#include "server/core/quota_keeper.h"
 #include "server/http/http_reply.h"
 
 namespace delayd::server {
@@ -59,6 +67,8 @@ struct HttpRequest {
   absl::string_view body;
   bool from_browser = false;     // it had Origin or Sec-Fetch-Site
   absl::string_view csrf_token;  // its X-CSRF-Token header
+  // Its Authorization header, when it has one.
+  std::optional<absl::string_view> authorization;
 };
 
 class JsonApi {
@@ -68,8 +78,10 @@ class JsonApi {
   static constexpr size_t kMaxBodyBytes = size_t{16} << 20;
   static constexpr absl::string_view kPrefix = "/api/v1";
 
-  // `jobs` must outlive the api. Draws a new random CSRF token.
-  explicit JsonApi(JobService* jobs);
+  // `jobs`, `access` and `quotas` must outlive the api; null `access` is
+  // open access, null `quotas` no quota. Draws a new random CSRF token.
+  explicit JsonApi(JobService* jobs, const Access* access = nullptr,
+                   QuotaKeeper* quotas = nullptr);
   JsonApi(const JsonApi&) = delete;
   JsonApi& operator=(const JsonApi&) = delete;
 
@@ -84,6 +96,8 @@ class JsonApi {
 
  private:
   JobService* const jobs_;
+  const Access* const access_;
+  QuotaKeeper* const quotas_;
   const std::string csrf_token_;
   std::atomic<bool> serving_{false};
 };

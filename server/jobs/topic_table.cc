@@ -99,4 +99,14 @@ std::vector<std::string> TopicTable::Topics() const {
   return out;
 }
 
+int64_t TopicTable::LiveWhere(
+    absl::FunctionRef<bool(absl::string_view)> matches) const {
+  absl::MutexLock lock(&mu_);
+  int64_t live = 0;
+  for (const auto& [name, topic] : topics_) {
+    if (matches(name)) live += topic.counts.live;
+  }
+  return live;
+}
+
 }  // namespace delayd::server

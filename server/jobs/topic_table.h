@@ -20,6 +20,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
@@ -61,6 +62,8 @@ class TopicTable {
   std::vector<std::string> PopReady(absl::string_view topic, size_t max);
 
   Counts CountsOf(absl::string_view topic) const;
+  // The live jobs of every topic `matches` takes. O(topics).
+  int64_t LiveWhere(absl::FunctionRef<bool(absl::string_view)> matches) const;
   // Every topic the table knows, sorted.
   std::vector<std::string> Topics() const;
 

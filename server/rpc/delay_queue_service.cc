@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "grpcpp/security/auth_context.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/request_parser.h"
 #include "server/rpc/subscribe_reactor.h"
@@ -11,9 +12,12 @@
 namespace delayd::server {
 
 DelayQueueService::DelayQueueService(JobService* jobs, RpcMetrics* metrics,
+                                     const Access* access, QuotaKeeper* quotas,
                                      int write_threads)
     : jobs_(jobs),
       metrics_(metrics),
+      access_(access),
+      quotas_(quotas),
       writes_(write_threads, "delayd-write"),
       leases_(kLeaseThreads, "delayd-lease"),
       reads_(kReadThreads, "delayd-read") {
@@ -37,16 +41,55 @@ DelayQueueService::DelayQueueService(JobService* jobs, RpcMetrics* metrics,
   RegisterUnary(15, "ResumeJob", &JobService::ResumeJob, Pool::kWrites);
 }
 
+absl::StatusOr<Caller> DelayQueueService::Authenticate(
+    const grpc::CallbackServerContext& context) const {
+  if (access_ == nullptr || access_->open()) return Caller();
+  Credentials credentials;
+  const auto& metadata = context.client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    credentials.authorization.emplace(it->second.data(), it->second.size());
+  }
+  // Over mutual TLS gRPC verified the certificate before the call began.
+  std::shared_ptr<const grpc::AuthContext> peer = context.auth_context();
+  if (peer != nullptr && peer->IsPeerAuthenticated()) {
+    for (const char* property :
+         {"x509_subject_alternative_name", "x509_common_name"}) {
+      for (const grpc::string_ref& value : peer->FindPropertyValues(property)) {
+        credentials.identities.emplace_back(value.data(), value.size());
+      }
+    }
+  }
+  return access_->Authenticate(credentials);
+}
+
 grpc::ServerWriteReactor<v1::SubscribeResponse>* DelayQueueService::Subscribe(
-    grpc::CallbackServerContext* /*context*/,
-    const v1::SubscribeRequest* request) {
+    grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) {
   absl::Status refusal;
+  QuotaKeeper::Ticket ticket;
   if (const State state = state_; state != State::kServing) {
     refusal = absl::UnavailableError(state == State::kRecovering
                                          ? "server is recovering; retry shortly"
                                          : "server is shutting down");
+  } else if (absl::StatusOr<Caller> caller = Authenticate(*context);
+             !caller.ok()) {
+    refusal = caller.status();
+    Audit(Caller(), "Subscribe", request->topic(), refusal);
+  } else {
+    std::string topic;
+    refusal = Authorize(*caller, *request, &topic);
+    if (refusal.ok()) {
+      absl::StatusOr<QuotaKeeper::Ticket> admitted =
+          Admit(quotas_, *caller, *request);
+      if (admitted.ok()) {
+        ticket = *std::move(admitted);
+      } else {
+        refusal = admitted.status();
+      }
+    }
+    if (!refusal.ok()) Audit(*caller, "Subscribe", topic, refusal);
   }
-  return new SubscribeReactor(&jobs_->deliverer(), metrics_, *request, refusal);
+  return new SubscribeReactor(&jobs_->deliverer(), metrics_, *request, refusal,
+                              std::move(ticket));
 }
 
 template <typename Request, typename Response>
@@ -80,15 +123,48 @@ void DelayQueueService::RegisterUnary(
                       : "server is shutting down"));
               return reactor;
             }
+            absl::StatusOr<Caller> caller = Authenticate(*context);
+            if (!caller.ok()) {
+              Audit(Caller(), name, "", caller.status());
+              finish(caller.status());
+              return reactor;
+            }
             auto request = std::make_shared<Request>();
             if (absl::Status s = ParseRequest(*request_bytes, *request);
                 !s.ok()) {
               finish(s);
               return reactor;
             }
-            auto call = [jobs, method, request, response_bytes, finish] {
+            std::string topic;
+            if (absl::Status s = Authorize(*caller, *request, &topic);
+                !s.ok()) {
+              Audit(*caller, name, topic, s);
+              finish(s);
+              return reactor;
+            }
+            absl::StatusOr<QuotaKeeper::Ticket> admitted =
+                Admit(quotas_, *caller, *request);
+            if (!admitted.ok()) {
+              Audit(*caller, name, topic, admitted.status());
+              finish(admitted.status());
+              return reactor;
+            }
+            // Shared: a task must be copyable (std::function).
+            auto ticket =
+                std::make_shared<QuotaKeeper::Ticket>(*std::move(admitted));
+            const bool audited = IsAdminMethod(name);
+            auto call = [jobs, method, request, response_bytes, finish,
+                         caller = *std::move(caller), name, audited,
+                         topic = std::move(topic), ticket] {
               absl::StatusOr<Response> result = (jobs->*method)(*request);
-              if (result.ok()) SerializeResponse(*result, *response_bytes);
+              // The write is applied (its jobs count as live): give back
+              // what was reserved before the caller can call again.
+              *ticket = QuotaKeeper::Ticket();
+              if (result.ok()) {
+                Restrict(caller, *request, &*result);
+                SerializeResponse(*result, *response_bytes);
+              }
+              if (audited) Audit(caller, name, topic, result.status());
               finish(result.status());
             };
             switch (pool) {

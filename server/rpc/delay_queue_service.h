@@ -15,6 +15,10 @@
 // returns a SubscribeReactor (subscribe_reactor.h), which streams what the
 // Deliverer hands it.
 //
+// Access (core/access.h) decides who may call what, and QuotaKeeper how much:
+// each call is authenticated, its request authorized and admitted by the
+// quotas on gRPC's thread, before any worker runs it.
+//
 // Until StartServing (recovery) and from StartDraining on, calls are refused
 // with UNAVAILABLE.
 // Thread-safe: gRPC calls the handlers from its own threads.
@@ -24,7 +28,9 @@
 #include <atomic>
 
 #include "delayd/v1/delayd.grpc.pb.h"
+#include "server/core/access.h"
 #include "server/core/job_service.h"
+#include "server/core/quota_keeper.h"
 #include "server/metrics/rpc_metrics.h"
 #include "server/rpc/worker_pool.h"
 
@@ -32,10 +38,12 @@ namespace delayd::server {
 
 class DelayQueueService final : public v1::DelayQueue::CallbackService {
  public:
-  // `jobs` and `metrics` must outlive the service. `write_threads`: the
+  // `jobs`, `metrics`, `access` and `quotas` must outlive the service; null
+  // `access` is open access, null `quotas` no quota. `write_threads`: the
   // writers' pool; as many synced writes can share one fsync.
   DelayQueueService(JobService* jobs, RpcMetrics* metrics,
-                    int write_threads = 16);
+                    const Access* access = nullptr,
+                    QuotaKeeper* quotas = nullptr, int write_threads = 16);
   DelayQueueService(const DelayQueueService&) = delete;
   DelayQueueService& operator=(const DelayQueueService&) = delete;
 
@@ -62,8 +70,14 @@ class DelayQueueService final : public v1::DelayQueue::CallbackService {
       absl::StatusOr<Response> (JobService::*method)(const Request&),
       Pool pool);
 
+  // The caller of a call; open access when access_ is null.
+  absl::StatusOr<Caller> Authenticate(
+      const grpc::CallbackServerContext& context) const;
+
   JobService* const jobs_;
   RpcMetrics* const metrics_;
+  const Access* const access_;
+  QuotaKeeper* const quotas_;
   enum class State { kRecovering, kServing, kDraining };
   std::atomic<State> state_{State::kRecovering};
   WorkerPool writes_;

@@ -160,11 +160,13 @@ class SubscribeReactor::Stream final : public DeliverySink {
 
 SubscribeReactor::SubscribeReactor(Deliverer* deliverer, RpcMetrics* metrics,
                                    const v1::SubscribeRequest& request,
-                                   const absl::Status& refusal)
+                                   const absl::Status& refusal,
+                                   QuotaKeeper::Ticket quota)
     : deliverer_(deliverer),
       metrics_(metrics),
       start_(absl::Now()),
-      stream_(std::make_shared<Stream>(this, request.max_batch())) {
+      stream_(std::make_shared<Stream>(this, request.max_batch())),
+      quota_(std::move(quota)) {
   if (!refusal.ok()) {
     stream_->Close(refusal);
     return;

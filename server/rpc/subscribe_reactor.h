@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "delayd/v1/delayd.pb.h"
 #include "grpcpp/support/server_callback.h"
+#include "server/core/quota_keeper.h"
 #include "server/delivery/deliverer.h"
 #include "server/metrics/rpc_metrics.h"
 
@@ -34,10 +35,13 @@ class SubscribeReactor final
  public:
   // Finishes at once with `refusal` when it is not OK (e.g. the server is not
   // serving), or with the Deliverer's refusal of `request`; otherwise
-  // subscribes. `deliverer` and `metrics` must outlive the stream.
+  // subscribes. `deliverer` and `metrics` must outlive the stream. `quota`
+  // (the stream's place in its principal's subscriptions quota) is held
+  // until the stream is done.
   SubscribeReactor(Deliverer* deliverer, RpcMetrics* metrics,
                    const v1::SubscribeRequest& request,
-                   const absl::Status& refusal);
+                   const absl::Status& refusal,
+                   QuotaKeeper::Ticket quota = QuotaKeeper::Ticket());
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -53,6 +57,7 @@ class SubscribeReactor final
   // 0: never registered. Atomic: a write may end (OnWriteDone) before the
   // constructor has stored it.
   std::atomic<uint64_t> subscriber_{0};
+  QuotaKeeper::Ticket quota_;
 };
 
 }  // namespace delayd::server

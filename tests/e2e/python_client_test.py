@@ -9,12 +9,20 @@ computes). Message modules are
 generated at test time with protoc (no grpc_tools needed); rpcs are called
 through channel.unary_unary with the messages' own (de)serializers.
 
-Usage: python_client_test.py --delayd PATH --proto-dir DIR
+With --tls, the same checks run over TLS with a bearer token: the test
+makes a CA and a server certificate with the openssl tool, and an auth file
+whose one principal holds the token (admin on every topic); the channel
+trusts that CA and sends the token (grpcio's access-token call
+credentials, `authorization: Bearer ...`). A call without the token must
+then be UNAUTHENTICATED.
+
+Usage: python_client_test.py --delayd PATH --proto-dir DIR [--tls]
 Prints one line per check and "N passed, N failed"; exits non-zero on any
 failure.
 """
 
 import argparse
+import hashlib
 import importlib.util
 import os
 import re
@@ -73,10 +81,10 @@ class Server:
     """The delayd binary as a child process, gRPC and HTTP on free loopback
     ports (also used by http_api_test.py and the console's browser test)."""
 
-    def __init__(self, binary, data_dir):
+    def __init__(self, binary, data_dir, extra_args=()):
         self.proc = subprocess.Popen(
             [binary, "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
-             "--data-dir=" + data_dir],
+             "--data-dir=" + data_dir] + list(extra_args),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True)
         self.log = []
@@ -577,20 +585,72 @@ class Checks:
         assert self.schedule(self.spec("py.orders", "after-refusals")).created
 
 
+TOKEN = "python-client-test-token"
+
+
+def make_tls(tmp):
+    """A CA, a server certificate for 127.0.0.1 it signed, and an auth file
+    giving TOKEN admin on every topic; returns (delayd's extra args, the
+    CA's PEM)."""
+    def openssl(*args):
+        subprocess.run(["openssl"] + list(args), cwd=tmp, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+          "-nodes"]
+    openssl("req", "-x509", *ec, "-days", "2", "-subj", "/CN=py-test-ca",
+            "-keyout", "ca.key", "-out", "ca.pem")
+    openssl("req", *ec, "-subj", "/CN=localhost", "-keyout", "server.key",
+            "-out", "server.csr")
+    with open(os.path.join(tmp, "server.ext"), "w") as f:
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey",
+            "ca.key", "-CAcreateserial", "-days", "2", "-extfile",
+            "server.ext", "-out", "server.pem")
+    with open(os.path.join(tmp, "auth.txt"), "w") as f:
+        f.write("principal python\n  token sha256:%s\n  grant admin *\n" %
+                hashlib.sha256(TOKEN.encode()).hexdigest())
+    with open(os.path.join(tmp, "ca.pem"), "rb") as f:
+        ca = f.read()
+    return (["--tls-cert=" + os.path.join(tmp, "server.pem"),
+             "--tls-key=" + os.path.join(tmp, "server.key"),
+             "--auth-file=" + os.path.join(tmp, "auth.txt")], ca)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--delayd", required=True)
     parser.add_argument("--proto-dir", required=True)
+    parser.add_argument("--tls", action="store_true")
     args = parser.parse_args()
 
     passed, failed = 0, 0
     with tempfile.TemporaryDirectory(prefix="delayd-py-") as tmp:
         pb, health = generate(args.proto_dir, tmp)
-        server = Server(args.delayd, os.path.join(tmp, "data"))
+        extra, ca = make_tls(tmp) if args.tls else ([], None)
+        server = Server(args.delayd, os.path.join(tmp, "data"), extra)
         try:
             address = server.wait_listening(30)
-            channel = grpc.insecure_channel(address)
-            wait_serving(channel, health, 30)
+            if args.tls:
+                tls = grpc.ssl_channel_credentials(root_certificates=ca)
+                channel = grpc.secure_channel(
+                    address, grpc.composite_channel_credentials(
+                        tls, grpc.access_token_call_credentials(TOKEN)))
+                wait_serving(channel, health, 30)
+                # Without the token: refused.
+                with grpc.secure_channel(address, tls) as bare:
+                    try:
+                        Client(bare, pb).GetStats(pb.GetStatsRequest())
+                        failed += 1
+                        print("FAIL tls_without_token_is_refused")
+                    except grpc.RpcError as e:
+                        ok = e.code() == grpc.StatusCode.UNAUTHENTICATED
+                        passed += ok
+                        failed += not ok
+                        print("PASS" if ok else "FAIL",
+                              "tls_without_token_is_refused", e.code())
+            else:
+                channel = grpc.insecure_channel(address)
+                wait_serving(channel, health, 30)
             checks = Checks(Client(channel, pb), pb)
             for name in [n for n in dir(Checks) if n.startswith("check_")]:
                 try:

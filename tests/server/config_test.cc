@@ -204,5 +204,59 @@ TEST(ConfigTest, MetricsListenIsTheFormerNameOfHttpListen) {
                                    "former name of --http-listen=127.0.0.1:3"));
 }
 
+TEST(ConfigTest, LoopbackAddresses) {
+  for (const char* address :
+       {"127.0.0.1:7400", "127.1.2.3:0", "localhost:7400", "[::1]:7400",
+        "unix:/run/delayd.sock", "unix-abstract:delayd"}) {
+    EXPECT_TRUE(IsLoopback(address)) << address;
+  }
+  for (const char* address :
+       {"0.0.0.0:7400", "[::]:7400", ":7400", "10.0.0.5:7400", "128.0.0.1:7400",
+        "127.0.0.1.example.com:7400", "127.0.0:7400", "127.0.0.x:7400",
+        "[::1:7400", "delayd.internal:7400", "[::2]:7400"}) {
+    EXPECT_FALSE(IsLoopback(address)) << address;
+  }
+}
+
+TEST(ConfigTest, NonLoopbackNeedsTlsAndAuthOrInsecure) {
+  // Each parse from the defaults: ConfigFromSettings sets the flags.
+  auto parse = [](std::vector<std::string> settings) {
+    absl::FlagSaver saver;
+    return ConfigFromSettings(settings);
+  };
+  auto refusal = [&](std::vector<std::string> settings) {
+    return std::string(parse(settings).status().message());
+  };
+  EXPECT_THAT(refusal({"--listen=0.0.0.0:7400"}),
+              ::testing::HasSubstr("missing --tls-cert and --tls-key and "
+                                   "--auth-file (or pass --insecure"));
+  EXPECT_THAT(refusal({"--listen=0.0.0.0:7400", "--tls_cert=c", "--tls_key=k"}),
+              ::testing::HasSubstr("missing --auth-file"));
+  EXPECT_THAT(refusal({"--listen=0.0.0.0:7400", "--auth_file=a"}),
+              ::testing::HasSubstr("missing --tls-cert and --tls-key ("));
+  EXPECT_THAT(refusal({"--http_listen=0.0.0.0:9400"}),
+              ::testing::HasSubstr("--http-listen=0.0.0.0:9400 is not a "
+                                   "loopback address"));
+  EXPECT_THAT(refusal({"--tls_cert=c"}),
+              ::testing::HasSubstr("--tls-cert and --tls-key go together"));
+  EXPECT_THAT(refusal({"--tls_client_ca=ca"}),
+              ::testing::HasSubstr("--tls-client-ca needs --tls-cert"));
+
+  ASSERT_OK_AND_ASSIGN(
+      Config secured,
+      parse({"--listen=0.0.0.0:7400", "--tls_cert=c", "--tls_key=k",
+             "--tls_client_ca=ca", "--auth_file=a"}));
+  EXPECT_EQ(secured.tls.cert_file, "c");
+  EXPECT_EQ(secured.tls.key_file, "k");
+  EXPECT_EQ(secured.tls.client_ca_file, "ca");
+  EXPECT_EQ(secured.auth_file, "a");
+  EXPECT_FALSE(secured.insecure);
+  ASSERT_OK_AND_ASSIGN(
+      Config open, parse({"--listen=0.0.0.0:7400", "--http_listen=[::]:9400",
+                          "--insecure"}));
+  EXPECT_TRUE(open.insecure);
+  EXPECT_FALSE(open.tls.enabled());
+}
+
 }  // namespace
 }  // namespace delayd::server

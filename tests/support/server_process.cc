@@ -29,6 +29,12 @@ extern char** environ;
 namespace delayd::testing {
 
 std::string ScrapeMetrics(const std::string& address) {
+  return HttpExchange(address,
+                      "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n");
+}
+
+std::string HttpExchange(const std::string& address,
+                         const std::string& request) {
   const size_t colon = address.rfind(':');
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -42,8 +48,6 @@ std::string ScrapeMetrics(const std::string& address) {
   if (fd < 0) return "";
   std::string out;
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request =
-        "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
     if (write(fd, request.data(), request.size()) ==
         static_cast<ssize_t>(request.size())) {
       char buf[65536];
@@ -166,8 +170,10 @@ absl::StatusOr<std::unique_ptr<DelaydProcess>> DelaydProcess::Launch(
       absl::StrCat("delayd did not start in time; log:\n", process->Log()));
 }
 
-absl::Status DelaydProcess::WaitServing(absl::Duration timeout) {
-  auto stub = grpc::health::v1::Health::NewStub(NewChannel());
+absl::Status DelaydProcess::WaitServing(
+    absl::Duration timeout, std::shared_ptr<grpc::Channel> channel) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      channel != nullptr ? std::move(channel) : NewChannel());
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
     grpc::ClientContext context;

@@ -30,6 +30,11 @@ std::string MakeTempDir();
 // DelaydProcess's http_address()); the whole HTTP response, "" on failure.
 std::string ScrapeMetrics(const std::string& address);
 
+// Sends `request` (a whole HTTP/1.0 request) to `address` and returns the
+// whole response, "" on failure.
+std::string HttpExchange(const std::string& address,
+                         const std::string& request);
+
 class DelaydProcess {
  public:
   // Starts delayd with `extra_args` on top of --listen / --http-listen on
@@ -55,8 +60,10 @@ class DelaydProcess {
   std::string data_dir() const { return dir_ + "/data"; }
   pid_t pid() const { return pid_; }
 
-  // Polls grpc.health.v1 until the server reports SERVING.
-  absl::Status WaitServing(absl::Duration timeout);
+  // Polls grpc.health.v1 until the server reports SERVING, over `channel`
+  // (NewChannel() when null; a TLS server needs a channel of its own).
+  absl::Status WaitServing(absl::Duration timeout,
+                           std::shared_ptr<grpc::Channel> channel = nullptr);
 
   // A new insecure channel to the server.
   std::shared_ptr<grpc::Channel> NewChannel() const;
