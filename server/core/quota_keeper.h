@@ -53,6 +53,9 @@ class QuotaKeeper {
     Ticket& operator=(Ticket&& other) noexcept;
     ~Ticket() { Release(); }
 
+    // Whether it holds anything to give back.
+    bool held() const { return keeper_ != nullptr; }
+
    private:
     friend class QuotaKeeper;
     void Release();

@@ -149,9 +149,13 @@ void DelayQueueService::RegisterUnary(
               finish(admitted.status());
               return reactor;
             }
-            // Shared: a task must be copyable (std::function).
-            auto ticket =
-                std::make_shared<QuotaKeeper::Ticket>(*std::move(admitted));
+            // Shared: a task must be copyable (std::function). Most calls
+            // hold nothing, and allocate nothing for it.
+            std::shared_ptr<QuotaKeeper::Ticket> ticket;
+            if (admitted->held()) {
+              ticket =
+                  std::make_shared<QuotaKeeper::Ticket>(*std::move(admitted));
+            }
             const bool audited = IsAdminMethod(name);
             auto call = [jobs, method, request, response_bytes, finish,
                          caller = *std::move(caller), name, audited,
@@ -159,7 +163,7 @@ void DelayQueueService::RegisterUnary(
               absl::StatusOr<Response> result = (jobs->*method)(*request);
               // The write is applied (its jobs count as live): give back
               // what was reserved before the caller can call again.
-              *ticket = QuotaKeeper::Ticket();
+              if (ticket != nullptr) *ticket = QuotaKeeper::Ticket();
               if (result.ok()) {
                 Restrict(caller, *request, &*result);
                 SerializeResponse(*result, *response_bytes);
