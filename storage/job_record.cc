@@ -38,10 +38,15 @@ int64_t TimestampToUnixMs(const google::protobuf::Timestamp& ts) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
   const int64_t seconds = ts.seconds();
-  if (seconds > kMax / 1000) return kMax;
-  if (seconds < kMin / 1000 + 1) return kMin;
-  // Valid timestamps have nanos in [0, 1e9): integer division floors.
-  return seconds * 1000 + ts.nanos() / 1'000'000;
+  // Valid timestamps have nanos in [0, 1e9): integer division floors. A
+  // record read from disk is not checked, so its nanos may be anything an
+  // int32 holds: the sum saturates.
+  int64_t ms = 0;
+  if (__builtin_mul_overflow(seconds, int64_t{1000}, &ms) ||
+      __builtin_add_overflow(ms, int64_t{ts.nanos() / 1'000'000}, &ms)) {
+    return seconds > 0 ? kMax : kMin;
+  }
+  return ms;
 }
 
 google::protobuf::Timestamp UnixMsToTimestamp(int64_t unix_ms) {

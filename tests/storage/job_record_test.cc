@@ -30,6 +30,25 @@ TEST(JobRecordTest, MillisecondConversions) {
   EXPECT_EQ(TimestampToUnixMs(ts), std::numeric_limits<int64_t>::max());
 }
 
+// A record read from disk is not checked: a timestamp at the edge of the
+// range with out-of-range nanos saturates instead of overflowing (found by
+// job_record_fuzz: 9223372036854775 s + 999999999 ns overflowed int64).
+TEST(JobRecordTest, MillisecondsOfACorruptTimestampSaturate) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  google::protobuf::Timestamp ts;
+  ts.set_seconds(kMax / 1000);
+  ts.set_nanos(999'999'999);
+  EXPECT_EQ(TimestampToUnixMs(ts), kMax);
+  ts.set_seconds(kMin / 1000 + 1);
+  ts.set_nanos(std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(TimestampToUnixMs(ts), kMin);
+  // In range, negative nanos still count.
+  ts.set_seconds(10);
+  ts.set_nanos(-5'000'000);
+  EXPECT_EQ(TimestampToUnixMs(ts), 9'995);
+}
+
 TEST(JobRecordTest, OnlyLiveJobsHaveADueEntry) {
   using v1::JobState;
   for (JobState s : {v1::JOB_STATE_SCHEDULED, v1::JOB_STATE_READY,
