@@ -1,14 +1,49 @@
 #include "server/recurring/recurrence.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace delayd::server::recurring {
 namespace {
+
+// Whether `name` is a zone of the system's zone database: "UTC", or the
+// path of a regular file under $TZDIR (default /usr/share/zoneinfo, as
+// Abseil reads it) made of parts of [A-Za-z0-9_+-], none starting with '.'
+// or '-' or empty, at most 64 bytes in all. absl::LoadTimeZone opens any
+// path it is given ("/etc/passwd", "../x", "file:..."; a FIFO would block
+// the thread) and caches every name it was asked for, loaded or not; only
+// names checked here reach it, so its cache holds at most the database.
+constexpr size_t kMaxZoneBytes = 64;
+
+bool InZoneDatabase(absl::string_view name) {
+  if (name == "UTC") return true;
+  if (name.empty() || name.size() > kMaxZoneBytes) return false;
+  for (absl::string_view part : absl::StrSplit(name, '/')) {
+    if (part.empty() || part[0] == '.' || part[0] == '-') return false;
+    for (const char c : part) {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' &&
+          c != '+' && c != '-') {
+        return false;
+      }
+    }
+  }
+  const char* dir = std::getenv("TZDIR");
+  const std::string path = absl::StrCat(
+      dir != nullptr && *dir != '\0' ? dir : "/usr/share/zoneinfo", "/", name);
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
 
 // protobuf's Timestamp range: 0001-01-01 to 9999-12-31 UTC.
 constexpr int64_t kMinTimestampSeconds = -62'135'596'800;
@@ -107,11 +142,17 @@ absl::StatusOr<Recurrence> Recurrence::FromProto(absl::string_view field,
           absl::StrCat(field, ".cron.expression"), cron.expression(), dialect);
       if (!expression.ok()) return expression.status();
       out.cron_ = *std::move(expression);
-      if (!cron.time_zone().empty() &&
-          !absl::LoadTimeZone(cron.time_zone(), &out.zone_)) {
-        return Invalid(
-            field, "cron.time_zone",
-            absl::StrCat("unknown IANA time zone \"", cron.time_zone(), "\""));
+      const std::string& zone = cron.time_zone();
+      if (zone.size() > kMaxZoneBytes) {
+        return Invalid(field, "cron.time_zone",
+                       absl::StrCat("must be at most ", kMaxZoneBytes,
+                                    " bytes, got ", zone.size()));
+      }
+      if (!zone.empty() &&
+          (!InZoneDatabase(zone) || !absl::LoadTimeZone(zone, &out.zone_))) {
+        return Invalid(field, "cron.time_zone",
+                       absl::StrCat("unknown IANA time zone \"",
+                                    absl::Utf8SafeCHexEscape(zone), "\""));
       }
       break;
     }

@@ -117,6 +117,32 @@ void ExpectInvalid(const v1::Recurrence& p, const std::string& message) {
       << r.status();
 }
 
+// absl::LoadTimeZone opens any path it is given and caches every name it
+// was asked for. Found reading the code for cron_fuzz: a client could read
+// server files as zones, block a thread on a FIFO, or grow the cache
+// without bound with made-up names.
+TEST(RecurrenceTest, OnlyZonesOfTheZoneDatabaseAreLoaded) {
+  for (const std::string& zone : std::vector<std::string>{
+           "/etc/localtime", "../../../../usr/share/zoneinfo/Asia/Tokyo",
+           "file:/usr/share/zoneinfo/America/New_York", "Europe/../Asia/Tokyo",
+           "./UTC", "Europe//Berlin", "Europe/Berlin/", "Europe/Nowhere",
+           "Etc/GMT+5 ", std::string(65, 'A'), std::string(1 << 20, 'a'),
+           std::string("UTC\0x", 5)}) {
+    absl::StatusOr<Recurrence> r =
+        Recurrence::FromProto("recurrence", Cron("0 0 0 * * ?", zone), kNow);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+        << zone.substr(0, 80);
+  }
+  for (const char* zone :
+       {"UTC", "Europe/Berlin", "America/Argentina/Buenos_Aires",
+        "America/Port-au-Prince", "Etc/GMT+5", "Etc/GMT-14"}) {
+    EXPECT_TRUE(
+        Recurrence::FromProto("recurrence", Cron("0 0 0 * * ?", zone), kNow)
+            .ok())
+        << zone;
+  }
+}
+
 TEST(RecurrenceTest, EachRefusalNamesItsField) {
   ExpectInvalid(v1::Recurrence(), "recurrence: set one schedule");
   ExpectInvalid(Cron("0 0 0 * * ?", "Mars/Olympus"),
