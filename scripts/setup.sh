@@ -17,6 +17,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev clang-format
   openssl  # test certificates
   clang  # scripts/thread-safety.sh
+  libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes (tests/fuzz)
   python3 python3-grpcio python3-protobuf
   # the web console's browser test: headless Chromium driven by Selenium
   chromium chromium-driver python3-selenium fonts-liberation
