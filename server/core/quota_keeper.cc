@@ -53,6 +53,11 @@ absl::StatusOr<QuotaKeeper::Ticket> QuotaKeeper::AdmitJobs(
   if (principal == nullptr || topics.empty()) return ticket;
   const auth::Quotas& quotas = principal->quotas;
   const int64_t jobs = static_cast<int64_t>(topics.size());
+  if (quotas.schedules_per_second == 0 && quotas.pending.empty()) {
+    // Nothing to count or hold: no lock, no ticket.
+    if (metrics_ != nullptr) metrics_->Admitted(principal->name, jobs);
+    return ticket;
+  }
   if (quotas.schedules_per_second > 0 && jobs > quotas.burst) {
     return Refuse(caller, "schedules_per_second",
                   absl::StrCat("quota schedules_per_second of principal '",
