@@ -13,6 +13,7 @@
 #include "delayd/client.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
 #include "tests/client/recording_server.h"
 #include "tests/client/test_certificate.h"
@@ -160,17 +161,26 @@ class ClientTlsTest : public ::testing::Test {
                              mutual ? certificate_->cert_pem() : ""});
   }
 
-  // Options for `server` by the name its certificate carries.
-  static ClientOptions Options(const RecordingServer& server,
-                               std::shared_ptr<grpc::ChannelCredentials> tls) {
+  // A Client of `server` at 127.0.0.1, checking its certificate by the
+  // name it carries, localhost. Not by connecting to "localhost": a machine
+  // without DNS servers (CI's) fails gRPC's resolver on that name.
+  static std::unique_ptr<Client> NewClient(
+      const RecordingServer& server,
+      std::shared_ptr<grpc::ChannelCredentials> tls) {
     ClientOptions options;
-    options.target = absl::StrCat("localhost:", server.port());
-    options.credentials = std::move(tls);
     options.token = "s3cret";
     // A refused handshake is a failed connection attempt: give up on it
     // soon (Client waits this plus a second for one that works).
     options.max_reconnect_backoff = absl::Milliseconds(100);
-    return options;
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride("localhost");
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    return std::make_unique<Client>(
+        grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server.port()),
+                                  std::move(tls), args),
+        options);
   }
 
   std::unique_ptr<TestCertificate> certificate_;
@@ -180,7 +190,8 @@ TEST_F(ClientTlsTest, TheTokenTravelsOverTlsToAServerTheCaVerifies) {
   auto server = StartServer(/*mutual=*/false);
   ASSERT_OK_AND_ASSIGN(auto tls,
                        client::TlsCredentials(certificate_->cert_file()));
-  Client client(Options(*server, tls));
+  std::unique_ptr<Client> owned = NewClient(*server, tls);
+  Client& client = *owned;
   CallEveryKind(client);
   EXPECT_THAT(server->Seen("GetJob"), ElementsAre("Bearer s3cret"));
   EXPECT_THAT(server->Seen("Subscribe"), ElementsAre("Bearer s3cret"));
@@ -189,7 +200,8 @@ TEST_F(ClientTlsTest, TheTokenTravelsOverTlsToAServerTheCaVerifies) {
 TEST_F(ClientTlsTest, AServerTheCasDoNotVerifyIsNotReached) {
   auto server = StartServer(/*mutual=*/false);
   ASSERT_OK_AND_ASSIGN(auto system_roots, client::TlsCredentials(""));
-  Client client(Options(*server, system_roots));
+  std::unique_ptr<Client> owned = NewClient(*server, system_roots);
+  Client& client = *owned;
   EXPECT_EQ(client.GetJob("t", "a", Once()).status().code(),
             absl::StatusCode::kUnavailable);
   EXPECT_THAT(server->Seen("GetJob"), IsEmpty());
@@ -201,13 +213,15 @@ TEST_F(ClientTlsTest, MutualTlsNeedsTheClientCertificate) {
                        client::TlsCredentials(certificate_->cert_file(),
                                               certificate_->cert_file(),
                                               certificate_->key_file()));
-  Client client(Options(*server, with_cert));
+  std::unique_ptr<Client> owned = NewClient(*server, with_cert);
+  Client& client = *owned;
   EXPECT_OK(client.GetJob("t", "a", Once()));
   EXPECT_THAT(server->Seen("GetJob"), ElementsAre("Bearer s3cret"));
 
   ASSERT_OK_AND_ASSIGN(auto without_cert,
                        client::TlsCredentials(certificate_->cert_file()));
-  Client refused(Options(*server, without_cert));
+  std::unique_ptr<Client> refused_owned = NewClient(*server, without_cert);
+  Client& refused = *refused_owned;
   EXPECT_EQ(refused.GetJob("t", "a", Once()).status().code(),
             absl::StatusCode::kUnavailable);
   EXPECT_THAT(server->Seen("GetJob"), ElementsAre("Bearer s3cret"));
