@@ -6,14 +6,11 @@
 #include "absl/strings/numbers.h"
 
 namespace delayd::bench {
-namespace {
 
-[[noreturn]] void Fail(const std::string& what) {
+void Fail(const std::string& what) {
   std::fprintf(stderr, "delayd-bench: %s\n", what.c_str());
   std::exit(2);
 }
-
-}  // namespace
 
 Args::Args(int argc, char** argv, int from) {
   for (int i = from; i < argc; ++i) {

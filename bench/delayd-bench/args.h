@@ -12,6 +12,9 @@
 
 namespace delayd::bench {
 
+// Prints "delayd-bench: <what>" and exits 2 (a usage error).
+[[noreturn]] void Fail(const std::string& what);
+
 class Args {
  public:
   // Parses argv[from..argc). Exits with a message on a malformed option.

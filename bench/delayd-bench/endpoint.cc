@@ -1,22 +1,12 @@
 #include "bench/delayd-bench/endpoint.h"
 
-#include <cstdio>
-#include <cstdlib>
-
 #include "absl/status/statusor.h"
+#include "bench/delayd-bench/args.h"
 #include "client/connection/credentials.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/channel_arguments.h"
 
 namespace delayd::bench {
-namespace {
-
-[[noreturn]] void Fail(const std::string& what) {
-  std::fprintf(stderr, "delayd-bench: %s\n", what.c_str());
-  std::exit(2);
-}
-
-}  // namespace
 
 Endpoint ReadEndpoint(Args& args) {
   Endpoint e;

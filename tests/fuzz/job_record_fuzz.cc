@@ -26,22 +26,11 @@
 #include "storage/job_record.h"
 #include "storage/key_codec.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/proto_util.h"
 
 namespace {
 
 namespace storage = delayd::storage;
-
-// Serialized with map entries in key order: equal messages, equal bytes.
-std::string Deterministic(const google::protobuf::MessageLite& m) {
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    FUZZ_CHECK(m.SerializeToCodedStream(&coded));
-  }
-  return out;
-}
 
 void CheckJobKey(std::string_view key) {
   absl::StatusOr<storage::JobKeyView> job = storage::DecodeJobKey(key);

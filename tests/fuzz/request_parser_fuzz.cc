@@ -44,6 +44,7 @@
 #include "server/rpc/request_parser.h"
 #include "storage/job_record.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/proto_util.h"
 
 namespace {
 
@@ -91,18 +92,6 @@ grpc::ByteBuffer ToBuffer(std::string_view bytes, bool split) {
   grpc::Slice slices[2] = {grpc::Slice{std::string(bytes.substr(0, half))},
                            grpc::Slice{std::string(bytes.substr(half))}};
   return grpc::ByteBuffer(slices, 2);
-}
-
-// Serialized with map entries in key order: equal messages, equal bytes.
-std::string Deterministic(const Message& m) {
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    FUZZ_CHECK(m.SerializeToCodedStream(&coded));
-  }
-  return out;
 }
 
 // Every string field of `m`, at any depth, is valid UTF-8 as
