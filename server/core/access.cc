@@ -101,8 +101,11 @@ absl::StatusOr<std::unique_ptr<Access>> Access::FromFile(std::string path) {
   if (!config.ok()) return config.status();
   auto access = std::make_unique<Access>();
   access->path_ = std::move(path);
-  access->config_ =
-      std::make_shared<const auth::AuthConfig>(*std::move(config));
+  auto parsed = std::make_shared<const auth::AuthConfig>(*std::move(config));
+  {
+    absl::MutexLock lock(&access->mu_);  // not shared yet; the analysis asks
+    access->config_ = std::move(parsed);
+  }
   return access;
 }
 
