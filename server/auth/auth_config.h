@@ -62,6 +62,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "server/auth/topic_pattern.h"
 
 namespace delayd::server::auth {
 
@@ -125,12 +126,6 @@ struct Principal {
   // is "*" (or only stars, in a Principal not from Parse).
   bool AllowsEverywhere(Permission p) const;
 };
-
-// True when `topic` matches `pattern` ('*' any run, all else literal).
-// Linear-time, O(|pattern| + |topic|): the pieces between stars are found
-// left to right, each with Knuth-Morris-Pratt, and never revisited (no
-// exponential backtracking on patterns like "*a*a*a*b").
-bool TopicMatches(std::string_view pattern, std::string_view topic);
 
 // Lowercase hex SHA-256 of `text` (64 characters).
 std::string Sha256Hex(std::string_view text);
