@@ -22,7 +22,8 @@ absl::Status InMemoryJobStore::Apply(std::span<const Mutation> mutations,
   }
   for (const Mutation& m : mutations) {
     if (m.kind() == Mutation::Kind::kMarkAttempt) {
-      due_[EncodeDueKey(*m.new_due_ms(), m.topic(), m.id())] = m.attempt();
+      due_[EncodeDueKey(*m.new_due_ms(), m.topic(), m.id())] = {
+          m.attempt(), m.payload_bytes()};
       continue;
     }
     if (m.previous_due_ms().has_value()) {
@@ -39,10 +40,10 @@ absl::Status InMemoryJobStore::Apply(std::span<const Mutation> mutations,
     jobs_[std::move(key)] = m.record().SerializeAsString();
     if (m.new_due_ms().has_value()) {
       due_[EncodeDueKey(*m.new_due_ms(), m.topic(), m.id())] =
-          DueMarkOf(m.record());
+          DueValueOf(m.record());
     }
     if (m.new_expiry_ms().has_value()) {
-      expiry_[EncodeDueKey(*m.new_expiry_ms(), m.topic(), m.id())] = 0;
+      expiry_[EncodeDueKey(*m.new_expiry_ms(), m.topic(), m.id())] = {};
     }
   }
   counters_.RecordWrite(true, durability == Durability::kSync, mutations.size(),
@@ -83,7 +84,7 @@ namespace {
 // A DueVisitor as a MarkedDueVisitor that ignores the mark.
 auto IgnoringMarks(JobStore::DueVisitor visitor) {
   return [visitor](int64_t due_ms, std::string_view topic, std::string_view id,
-                   uint32_t) { return visitor(due_ms, topic, id); };
+                   const DueValue&) { return visitor(due_ms, topic, id); };
 }
 
 }  // namespace
@@ -119,20 +120,20 @@ absl::Status InMemoryJobStore::ScanIndex(bool expiry, int64_t from_ms,
   const std::string begin =
       start.empty() ? EncodeDueTime(from_ms) : std::string(start);
   const std::string end = EncodeDueTime(to_ms);
-  std::vector<std::pair<std::string, uint32_t>> entries;
+  std::vector<std::pair<std::string, DueValue>> entries;
   {
     absl::ReaderMutexLock lock(&mu_);
-    const std::map<std::string, uint32_t, std::less<>>& index =
+    const std::map<std::string, DueValue, std::less<>>& index =
         expiry ? expiry_ : due_;
     for (auto it = index.lower_bound(begin);
          it != index.end() && it->first < end; ++it) {
       entries.push_back(*it);
     }
   }
-  for (const auto& [key, mark] : entries) {
+  for (const auto& [key, value] : entries) {
     absl::StatusOr<DueKeyView> due = DecodeDueKey(key);
     if (!due.ok()) return due.status();
-    if (!visitor(due->due_ms, due->topic, due->id, mark)) break;
+    if (!visitor(due->due_ms, due->topic, due->id, value)) break;
   }
   return absl::OkStatus();
 }

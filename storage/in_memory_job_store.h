@@ -68,10 +68,10 @@ class InMemoryJobStore final : public JobStore {
   mutable absl::Mutex mu_;
   // EncodeJobKey(topic, id) -> serialized JobRecord.
   std::map<std::string, std::string, std::less<>> jobs_ ABSL_GUARDED_BY(mu_);
-  // EncodeDueKey(due_ms, topic, id) -> attempt mark (0: none).
-  std::map<std::string, uint32_t, std::less<>> due_ ABSL_GUARDED_BY(mu_);
-  // EncodeDueKey(expires_at_ms, topic, id) -> 0.
-  std::map<std::string, uint32_t, std::less<>> expiry_ ABSL_GUARDED_BY(mu_);
+  // EncodeDueKey(due_ms, topic, id) -> its value.
+  std::map<std::string, DueValue, std::less<>> due_ ABSL_GUARDED_BY(mu_);
+  // EncodeDueKey(expires_at_ms, topic, id) -> {} (no value).
+  std::map<std::string, DueValue, std::less<>> expiry_ ABSL_GUARDED_BY(mu_);
   StoreCounters counters_;
 };
 

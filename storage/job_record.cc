@@ -72,6 +72,10 @@ uint32_t DueMarkOf(const JobRecord& record) {
   return record.made_ahead() && record.job().attempts() == 0 ? kAheadMark : 0;
 }
 
+DueValue DueValueOf(const JobRecord& record) {
+  return {DueMarkOf(record), static_cast<uint64_t>(PayloadBytesOf(record))};
+}
+
 std::optional<int64_t> ExpiryIndexEntryOf(const JobRecord& record) {
   if (!IsRetained(record)) return std::nullopt;
   return record.expires_at_ms();

@@ -23,7 +23,7 @@ inline constexpr uint32_t kJobRecordFormatVersion = 1;
 // The StoreMeta.layout_version this code writes and the newest it opens
 // (column families and key layout, storage/key_codec.h).
 // History: job_record.proto.
-inline constexpr uint32_t kStoreLayoutVersion = 5;
+inline constexpr uint32_t kStoreLayoutVersion = 6;
 
 // SCHEDULED, READY and IN_FLIGHT jobs are live: they have a due index entry.
 // DEAD, DONE and CANCELED (and UNSPECIFIED) ones do not.
@@ -48,15 +48,24 @@ google::protobuf::Timestamp UnixMsToTimestamp(int64_t unix_ms);
 // passes as a Mutation's previous_due_ms for the record currently stored.
 std::optional<int64_t> DueIndexEntryOf(const JobRecord& record);
 
-// The expiry index entry the store keeps for `record`: its expires_at_ms
-// when it is retained, nullopt otherwise. The value a caller passes as a
-// Mutation's previous_expiry_ms for the record currently stored.
 // The mark a put of `record` gives its due entry: kRecurringMark for a
 // recurring job (job.recurring set), kAheadMark for an occurrence made
 // ahead that no delivery has reached (made_ahead, no attempt), 0 (none)
 // otherwise.
 uint32_t DueMarkOf(const JobRecord& record);
 
+// The byte size of the record's payload.
+inline int64_t PayloadBytesOf(const JobRecord& record) {
+  return static_cast<int64_t>(record.job().payload().size());
+}
+
+// The value a put of `record` gives its due entry: DueMarkOf(record) and
+// the byte size of its payload.
+DueValue DueValueOf(const JobRecord& record);
+
+// The expiry index entry the store keeps for `record`: its expires_at_ms
+// when it is retained, nullopt otherwise. The value a caller passes as a
+// Mutation's previous_expiry_ms for the record currently stored.
 std::optional<int64_t> ExpiryIndexEntryOf(const JobRecord& record);
 
 // Decodes the value stored under job key (topic, id). Errors name the key:

@@ -53,7 +53,7 @@ class JobStore {
       int64_t due_ms, std::string_view topic, std::string_view id)>;
   using MarkedDueVisitor =
       absl::FunctionRef<bool(int64_t due_ms, std::string_view topic,
-                             std::string_view id, uint32_t attempt_mark)>;
+                             std::string_view id, const DueValue& value)>;
   using JobVisitor = absl::FunctionRef<bool(const JobRecord& record)>;
   using TopicVisitor = absl::FunctionRef<bool(std::string_view topic)>;
 
@@ -109,9 +109,10 @@ class JobStore {
                                    std::string_view from_id, int64_t to_ms,
                                    MarkedDueVisitor visitor) const = 0;
 
-  // As ScanDue, with each entry's mark (0: none; an attempt; or
-  // kRecurringMark: a recurring job's; key_codec.h): recovery's scan. Errors
-  // also DATA_LOSS for a malformed mark (named).
+  // As ScanDue, with each entry's value (key_codec.h): its mark (0: none;
+  // an attempt; kRecurringMark: a recurring job's; kAheadMark) and its
+  // job's payload size: recovery's scan. Errors also DATA_LOSS for a
+  // malformed value (named).
   virtual absl::Status ScanDueMarked(int64_t from_ms, int64_t to_ms,
                                      MarkedDueVisitor visitor) const = 0;
 

@@ -1,6 +1,7 @@
 #include "storage/key_codec.h"
 
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -71,33 +72,64 @@ absl::StatusOr<DueKeyView> DecodeDueKey(std::string_view key) {
   return DueKeyView{static_cast<int64_t>(v), job->topic, job->id};
 }
 
-std::string EncodeAttemptMark(uint32_t attempt) {
-  std::string out;
+namespace {
+
+void AppendVarint(uint64_t v, std::string& out) {
   do {
-    const auto low = static_cast<uint8_t>(attempt & 0x7f);
-    attempt >>= 7;
-    out.push_back(static_cast<char>(attempt == 0 ? low : (low | 0x80)));
-  } while (attempt != 0);
+    const auto low = static_cast<uint8_t>(v & 0x7f);
+    v >>= 7;
+    out.push_back(static_cast<char>(v == 0 ? low : (low | 0x80)));
+  } while (v != 0);
+}
+
+// Reads one varint of at most `max` from the front of `in` and drops it;
+// nullopt when `in` holds no such varint.
+std::optional<uint64_t> TakeVarint(std::string_view& in, uint64_t max) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < in.size() && i < 10; ++i) {
+    const auto byte = static_cast<uint8_t>(in[i]);
+    const uint64_t bits = byte & 0x7f;
+    if (i == 9 && bits > 1) return std::nullopt;  // past 64 bits
+    v |= bits << (7 * i);
+    if ((byte & 0x80) == 0) {
+      if (v > max) return std::nullopt;
+      in.remove_prefix(i + 1);
+      return v;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string EncodeDueValue(const DueValue& value) {
+  std::string out;
+  if (value.mark == 0 && value.payload_bytes == 0) return out;
+  AppendVarint(value.mark, out);
+  if (value.payload_bytes != 0) AppendVarint(value.payload_bytes, out);
   return out;
 }
 
-absl::StatusOr<uint32_t> DecodeAttemptMark(std::string_view key,
-                                           std::string_view value) {
-  uint64_t attempt = 0;
-  for (size_t i = 0; i < value.size(); ++i) {
-    const auto byte = static_cast<uint8_t>(value[i]);
-    attempt |= static_cast<uint64_t>(byte & 0x7f) << (7 * i);
-    const bool last = (byte & 0x80) == 0;
-    if (last != (i + 1 == value.size()) || i >= 5 ||
-        attempt > std::numeric_limits<uint32_t>::max()) {
-      break;
-    }
-    if (last) return static_cast<uint32_t>(attempt);
+absl::StatusOr<DueValue> DecodeDueValue(std::string_view key,
+                                        std::string_view value) {
+  DueValue out;
+  if (value.empty()) return out;
+  std::string_view rest = value;
+  const std::optional<uint64_t> mark =
+      TakeVarint(rest, std::numeric_limits<uint32_t>::max());
+  std::optional<uint64_t> bytes = 0;
+  if (mark.has_value() && !rest.empty()) {
+    bytes = TakeVarint(rest, std::numeric_limits<uint64_t>::max());
   }
-  if (value.empty()) return 0;
-  return absl::DataLossError(absl::StrCat(
-      "storage: due entry \"", PrintableKey(key),
-      "\": its value is not an attempt mark (", value.size(), " bytes)"));
+  if (!mark.has_value() || !bytes.has_value() || !rest.empty()) {
+    return absl::DataLossError(
+        absl::StrCat("storage: due entry \"", PrintableKey(key),
+                     "\": its value is not a mark and a payload size (",
+                     value.size(), " bytes)"));
+  }
+  out.mark = static_cast<uint32_t>(*mark);
+  out.payload_bytes = *bytes;
+  return out;
 }
 
 std::string PrefixSuccessor(std::string_view prefix) {

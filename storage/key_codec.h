@@ -1,16 +1,16 @@
 // The key layout of delayd's RocksDB store, and the functions that encode and
 // decode its keys. Pure functions; thread-safe.
 //
-// Layout version 5 (kStoreLayoutVersion in job_record.h; bump it on any
+// Layout version 6 (kStoreLayoutVersion in job_record.h; bump it on any
 // change here, see storage/job_record.proto; version 1 had no `expiry`,
 // version 2 no attempt marks, version 3 no recurring marks, version 4 no
-// ahead marks):
+// ahead marks, version 5 no payload sizes):
 //
 //   column family   key                                   value
 //   -------------   -----------------------------------   ----------------
 //   default         "delayd.meta"                         StoreMeta
 //   jobs            topic '\0' id                         JobRecord
-//   due             be64(due_ms) topic '\0' id            empty, or a mark
+//   due             be64(due_ms) topic '\0' id            DueValue
 //   expiry          be64(expires_at_ms) topic '\0' id     empty
 //
 // * topic is 1-128 bytes of [A-Za-z0-9._:-] and id is UTF-8 without control
@@ -29,13 +29,16 @@
 //   DecodeDueKey), with the time a retained DONE or CANCELED record expires
 //   (> 0): the sweeper finds expired records in expiry order without
 //   reading any record, and recovery's scan of `due` never meets them.
-// * A due entry's value is empty, or an attempt mark: varint32(attempt),
-//   attempt >= 1, written when a delivery of the job goes out
+// * A due entry's value is a DueValue (EncodeDueValue): a mark and the
+//   byte size of the job's payload (layout 6). The mark is 0 (none) or an
+//   attempt mark, attempt >= 1, written when a delivery of the job goes out
 //   (Mutation::MarkAttempt). The record keeps the job as it was before the
 //   delivery; the mark alone says, after a crash, that delivery `attempt`
 //   was out. Every put of the record rewrites the entry with
-//   DueMarkOf(record) (job_record.h): empty for a one-shot job, which
-//   clears an attempt mark; every delete removes it.
+//   DueMarkOf(record) (job_record.h) and the record's payload size: for a
+//   one-shot job mark 0, which clears an attempt mark; every delete removes
+//   it. The payload size lets recovery count the payload bytes pending per
+//   topic (the `pending_bytes` quota) without reading a record.
 // * The due entry of a recurring job (layout 4) is marked kRecurringMark,
 //   by every put of its record: the fire path and recovery tell its entries
 //   from those of one-shot jobs without reading a record. A recurring job
@@ -108,13 +111,27 @@ inline constexpr uint32_t kRecurringMark = 0xffffffff;
 // made_ahead); never an attempt either.
 inline constexpr uint32_t kAheadMark = 0xfffffffe;
 
-// The value of a due entry marked with `attempt` (>= 1): its varint32.
-std::string EncodeAttemptMark(uint32_t attempt);
+// A due entry's value: the entry's mark and the size of its job's payload.
+struct DueValue {
+  // 0 (none), an attempt (>= 1, Mutation::MarkAttempt), kRecurringMark or
+  // kAheadMark.
+  uint32_t mark = 0;
+  // The byte size of the job's payload (layout 6): recovery counts the
+  // payload bytes pending per topic from the due index alone.
+  uint64_t payload_bytes = 0;
 
-// The attempt a due entry's value marks; 0 for an empty value (no mark).
-// DATA_LOSS naming `key` (a due key) when the value is not a varint32.
-absl::StatusOr<uint32_t> DecodeAttemptMark(std::string_view key,
-                                           std::string_view value);
+  bool operator==(const DueValue&) const = default;
+};
+
+// Empty when both are 0; otherwise varint32(mark), followed by
+// varint64(payload_bytes) when that is not 0.
+std::string EncodeDueValue(const DueValue& value);
+
+// Decodes what EncodeDueValue wrote, and also a layout 3-5 value (empty, or
+// a lone varint32 mark; payload_bytes 0). DATA_LOSS naming `key` (a due key)
+// when the value is neither.
+absl::StatusOr<DueValue> DecodeDueValue(std::string_view key,
+                                        std::string_view value);
 
 // A key range [begin, end) of the jobs column family.
 struct KeyRange {

@@ -47,11 +47,13 @@ Mutation Mutation::Delete(std::string topic, std::string id,
 }
 
 Mutation Mutation::MarkAttempt(std::string topic, std::string id,
-                               int64_t due_ms, uint32_t attempt) {
+                               int64_t due_ms, uint32_t attempt,
+                               uint64_t payload_bytes) {
   Mutation m(Kind::kMarkAttempt, JobRecord(), std::move(topic), std::move(id),
              due_ms, std::nullopt);
   m.new_due_ms_ = m.previous_due_ms_;
   m.attempt_ = attempt;
+  m.payload_bytes_ = payload_bytes;
   return m;
 }
 

@@ -47,9 +47,10 @@ class Mutation {
   // Marks the due entry of (topic, id) at due_ms with `attempt` (key_codec.h):
   // a delivery of the job, its attempt-th, is out. The record is left as it
   // is. attempt 0 clears the mark. REQUIRES: due_ms is DueIndexEntryOf(the
-  // record stored now) (it is both previous_due_ms() and new_due_ms()).
+  // record stored now) (it is both previous_due_ms() and new_due_ms()), and
+  // payload_bytes the size of that record's payload (the entry keeps it).
   static Mutation MarkAttempt(std::string topic, std::string id, int64_t due_ms,
-                              uint32_t attempt);
+                              uint32_t attempt, uint64_t payload_bytes);
 
   Kind kind() const { return kind_; }
   std::string_view topic() const;
@@ -59,6 +60,7 @@ class Mutation {
   const JobRecord& record() const { return record_; }
   // REQUIRES: kind() == kMarkAttempt.
   uint32_t attempt() const { return attempt_; }
+  uint64_t payload_bytes() const { return payload_bytes_; }
   // For a caller that keeps the mutation after Apply and wants its record's
   // parts without a copy (topic() and id() read it). REQUIRES: kind() ==
   // kPut.
@@ -92,7 +94,8 @@ class Mutation {
   std::optional<int64_t> new_due_ms_;
   std::optional<int64_t> previous_expiry_ms_;
   std::optional<int64_t> new_expiry_ms_;
-  uint32_t attempt_ = 0;  // Kind::kMarkAttempt only.
+  uint32_t attempt_ = 0;        // Kind::kMarkAttempt only.
+  uint64_t payload_bytes_ = 0;  // Kind::kMarkAttempt only.
 };
 
 // Checks the preconditions of JobStore::Apply that need no stored data:

@@ -88,6 +88,14 @@ absl::StatusOr<std::unique_ptr<RocksDbJobStore>> RocksDbJobStore::Open(
                           ": creating column family ", kExpiryColumnFamily));
     }
   }
+  if (*version < 6) {
+    if (absl::Status a = store->AddPayloadSizes(); !a.ok()) {
+      return absl::Status(
+          a.code(),
+          absl::StrCat("storage: cannot migrate the store at ", path,
+                       " to layout ", kStoreLayoutVersion, ": ", a.message()));
+    }
+  }
   if (*version < kStoreLayoutVersion) {
     if (absl::Status w = WriteMeta(store->db_.get(), kStoreLayoutVersion, path);
         !w.ok()) {
@@ -95,6 +103,54 @@ absl::StatusOr<std::unique_ptr<RocksDbJobStore>> RocksDbJobStore::Open(
     }
   }
   return store;
+}
+
+absl::Status RocksDbJobStore::AddPayloadSizes() {
+  constexpr size_t kChunk = 1024;
+  std::vector<std::string> keys;  // due keys
+  std::vector<DueValue> values;
+  // Writes the chunk's entries again with their records' payload sizes.
+  auto rewrite = [&]() -> absl::Status {
+    std::vector<JobKeyView> jobs;
+    jobs.reserve(keys.size());
+    for (const std::string& key : keys) {
+      absl::StatusOr<DueKeyView> due = DecodeDueKey(key);
+      if (!due.ok()) return due.status();
+      jobs.push_back({due->topic, due->id});
+    }
+    absl::StatusOr<std::vector<std::optional<JobRecord>>> records =
+        MultiGet(jobs);
+    if (!records.ok()) return records.status();
+    rocksdb::WriteBatch batch;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const std::optional<JobRecord>& record = (*records)[i];
+      if (!record.has_value()) continue;  // not ours to mend here
+      values[i].payload_bytes = record->job().payload().size();
+      rocksdb::Status s =
+          batch.Put(due_cf_, keys[i], EncodeDueValue(values[i]));
+      if (!s.ok()) return FromRocksDb(s, "building a write batch");
+    }
+    keys.clear();
+    values.clear();
+    return FromRocksDb(db_->Write(rocksdb::WriteOptions(), &batch),
+                       "rewriting due entries");
+  };
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(DueScanReadOptions(), due_cf_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    absl::StatusOr<DueValue> value =
+        DecodeDueValue(ToView(it->key()), ToView(it->value()));
+    if (!value.ok()) return value.status();
+    keys.emplace_back(ToView(it->key()));
+    values.push_back(*value);
+    if (keys.size() == kChunk) {
+      if (absl::Status s = rewrite(); !s.ok()) return s;
+    }
+  }
+  if (!it->status().ok()) {
+    return FromRocksDb(it->status(), "scanning the due index");
+  }
+  return keys.empty() ? absl::OkStatus() : rewrite();
 }
 
 RocksDbJobStore::RocksDbJobStore(std::string path, const Options& options,
@@ -213,9 +269,8 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
   for (const Mutation& m : mutations) {
     if (m.kind() == Mutation::Kind::kMarkAttempt) {
       // The due entry alone, its value the mark; the record stays.
-      s = batch.Put(
-          due_cf_, EncodeDueKey(*m.new_due_ms(), m.topic(), m.id()),
-          m.attempt() == 0 ? std::string() : EncodeAttemptMark(m.attempt()));
+      s = batch.Put(due_cf_, EncodeDueKey(*m.new_due_ms(), m.topic(), m.id()),
+                    EncodeDueValue({m.attempt(), m.payload_bytes()}));
       if (!s.ok())
         return FromRocksDb(s, "storage: cannot build the write batch");
       continue;
@@ -240,9 +295,8 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
       m.record().SerializeToString(&value);
       s = batch.Put(jobs_cf_, key, value);
       if (s.ok() && m.new_due_ms().has_value()) {
-        const uint32_t mark = DueMarkOf(m.record());
         s = batch.Put(due_cf_, EncodeDueKey(*m.new_due_ms(), m.topic(), m.id()),
-                      mark == 0 ? std::string() : EncodeAttemptMark(mark));
+                      EncodeDueValue(DueValueOf(m.record())));
       }
       if (s.ok() && m.new_expiry_ms().has_value()) {
         s = batch.Put(expiry_cf_,
@@ -347,7 +401,7 @@ namespace {
 // A DueVisitor as a MarkedDueVisitor that ignores the mark.
 auto IgnoringMarks(JobStore::DueVisitor visitor) {
   return [visitor](int64_t due_ms, std::string_view topic, std::string_view id,
-                   uint32_t) { return visitor(due_ms, topic, id); };
+                   const DueValue&) { return visitor(due_ms, topic, id); };
 }
 
 }  // namespace
@@ -394,14 +448,14 @@ absl::Status RocksDbJobStore::ScanIndex(rocksdb::ColumnFamilyHandle* cf,
        it->Valid(); it->Next()) {
     absl::StatusOr<DueKeyView> due = DecodeDueKey(ToView(it->key()));
     if (!due.ok()) return due.status();
-    uint32_t mark = 0;
+    DueValue value;
     if (marks) {
-      absl::StatusOr<uint32_t> decoded =
-          DecodeAttemptMark(ToView(it->key()), ToView(it->value()));
+      absl::StatusOr<DueValue> decoded =
+          DecodeDueValue(ToView(it->key()), ToView(it->value()));
       if (!decoded.ok()) return decoded.status();
-      mark = *decoded;
+      value = *decoded;
     }
-    if (!visitor(due->due_ms, due->topic, due->id, mark)) {
+    if (!visitor(due->due_ms, due->topic, due->id, value)) {
       return absl::OkStatus();
     }
   }

@@ -171,10 +171,14 @@ class RocksDbJobStore final : public JobStore {
 
   // The sticky write error, OK when writes are accepted.
   absl::Status WriteError() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Migration to layout 6: rewrites every due entry with its job's payload
+  // size, in batches; Open then stores the layout. After a crash part-way
+  // the meta still says the old layout and the next Open does it again.
+  absl::Status AddPayloadSizes();
   absl::Status VerifyPreviousDue(std::span<const Mutation> mutations) const;
   // ScanDue(From|Marked) and ScanExpiry: the keys of `cf` (due-key
   // encoded) in [from_ms, to_ms), from the key `start` on (empty: from
-  // from_ms); with their attempt marks when `marks` (else 0).
+  // from_ms); with their values when `marks` (else empty values).
   absl::Status ScanIndex(rocksdb::ColumnFamilyHandle* cf, int64_t from_ms,
                          int64_t to_ms, MarkedDueVisitor visitor,
                          std::string_view start = {}, bool marks = false) const;

@@ -136,7 +136,7 @@ void FirePath::FireMillisecond(int64_t ms,
     absl::Status scan = d_.store->ScanDueFrom(
         ms, chunk.front().topic, chunk.front().id, ms + 1,
         [&](int64_t, std::string_view topic, std::string_view id,
-            uint32_t mark) {
+            const storage::DueValue& value) {
           // Key order: topics hold no '\0', so (topic, id) pairs compare
           // as the encoded keys do.
           if (std::pair(topic, id) >
@@ -145,7 +145,7 @@ void FirePath::FireMillisecond(int64_t ms,
             return false;
           }
           if (mine.contains(KeyHash(AsAbsl(topic), AsAbsl(id)))) {
-            (mark == storage::kRecurringMark ? parents : due)
+            (value.mark == storage::kRecurringMark ? parents : due)
                 .push_back({std::string(topic), std::string(id)});
           }
           return true;

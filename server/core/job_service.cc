@@ -74,7 +74,8 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover(
   std::vector<Marked> marked;
   std::vector<JobKey> parents;  // recurring jobs
   std::string last_topic;
-  int64_t run = 0;  // jobs of last_topic not yet added to the counts
+  int64_t run = 0;        // jobs of last_topic not yet added to the counts
+  int64_t run_bytes = 0;  // and their payload bytes
   // Entries of last_topic in due_second not yet added to the DueBook (the
   // scan is in due order: a topic's entries of one second often follow
   // each other).
@@ -83,7 +84,8 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover(
   absl::Status scan = store_->ScanDueMarked(
       0, std::numeric_limits<int64_t>::max(),
       [&](int64_t due_ms, std::string_view std_topic, std::string_view std_id,
-          uint32_t mark) {
+          const storage::DueValue& value) {
+        const uint32_t mark = value.mark;
         const absl::string_view topic = AsAbsl(std_topic);
         const absl::string_view id = AsAbsl(std_id);
         if (mark == storage::kRecurringMark) {
@@ -110,11 +112,13 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover(
         }
         ++due_run;
         if (topic != last_topic) {
-          if (run > 0) topics_.AddLive(last_topic, run);
+          if (run > 0) topics_.AddLive(last_topic, run, run_bytes);
           last_topic = std::string(topic);
           run = 0;
+          run_bytes = 0;
         }
         ++run;
+        run_bytes += static_cast<int64_t>(value.payload_bytes);
         return true;
       });
   if (!scan.ok()) return scan;
@@ -126,7 +130,7 @@ absl::StatusOr<JobService::RecoveryStats> JobService::Recover(
     if (!moved.ok()) return moved.status();
     stats.recurring_moved = *moved;
   }
-  if (run > 0) topics_.AddLive(last_topic, run);
+  if (run > 0) topics_.AddLive(last_topic, run, run_bytes);
   timers_.ArmBatch(entries);
   stats.duration = absl::Now() - start;
   return stats;
@@ -166,8 +170,9 @@ absl::StatusOr<int64_t> JobService::WithdrawMisfiredAhead(int64_t cutoff_ms) {
   std::vector<JobKey> children;
   absl::Status scan = store_->ScanDueMarked(
       0, cutoff_ms,
-      [&](int64_t, std::string_view topic, std::string_view id, uint32_t mark) {
-        if (mark == storage::kAheadMark) {
+      [&](int64_t, std::string_view topic, std::string_view id,
+          const storage::DueValue& value) {
+        if (value.mark == storage::kAheadMark) {
           children.push_back({std::string(topic), std::string(id)});
         }
         return true;

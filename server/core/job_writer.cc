@@ -23,6 +23,7 @@ using storage::DueIndexEntryOf;
 using storage::IsLive;
 using storage::JobRecord;
 using storage::Mutation;
+using storage::PayloadBytesOf;
 using storage::UnixMsToTimestamp;
 
 // FNV-1a over the deterministic serialization of the spec: stable across
@@ -152,6 +153,7 @@ JobWriter::Decision JobWriter::Decide(const Planned& plan,
   const v1::JobSpec& spec = plan.request.job();
   Decision d;
   d.was = StateOf(stored);
+  d.was_payload_bytes = stored ? PayloadBytesOf(*stored) : 0;
   if (Occupied(stored)) {
     switch (plan.request.if_exists()) {
       case v1::IF_EXISTS_KEEP:
@@ -201,6 +203,7 @@ JobWriter::Decision JobWriter::Decide(const Planned& plan,
     // A recurring job replaced: its occurrence made ahead goes with it.
     JobRecord old = *stored;
     d.withdraw = WithdrawAhead(old, ahead, now_ms);
+    d.withdraw_payload_bytes = ahead ? PayloadBytesOf(*ahead) : 0;
   }
   d.mutation = Mutation::Put(
       std::move(record), stored ? DueIndexEntryOf(*stored) : std::nullopt,
@@ -211,11 +214,12 @@ JobWriter::Decision JobWriter::Decide(const Planned& plan,
 void JobWriter::Commit(const Decision& d) {
   if (d.withdraw.has_value()) {
     d_.ledger->Apply(JobLedger::Of(*d.withdraw, v1::JOB_STATE_SCHEDULED,
+                                   d.withdraw_payload_bytes,
                                    JobLedger::Cause::kOther));
   }
   if (!d.mutation.has_value()) return;
   const Mutation& m = *d.mutation;
-  d_.ledger->Apply(JobLedger::Of(m, d.was,
+  d_.ledger->Apply(JobLedger::Of(m, d.was, d.was_payload_bytes,
                                  d.created    ? JobLedger::Cause::kScheduled
                                  : d.canceled ? JobLedger::Cause::kCanceled
                                               : JobLedger::Cause::kOther));
@@ -415,6 +419,7 @@ absl::StatusOr<v1::RescheduleResponse> JobWriter::Reschedule(
   *record.mutable_job()->mutable_updated_at() = UnixMsToTimestamp(now_ms);
   Decision d;
   d.was = state;
+  d.was_payload_bytes = PayloadBytesOf(**stored);
   d.job = PresentJob(record, now_ms);
   d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(**stored));
   if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
@@ -437,6 +442,7 @@ JobWriter::Decision JobWriter::DecideCancel(
   // entry, which Finish derives from the record it is given, as stored.
   JobRecord old = *stored;
   d.withdraw = WithdrawAhead(old, ahead, now_ms);
+  d.withdraw_payload_bytes = ahead ? PayloadBytesOf(*ahead) : 0;
   *old.mutable_job()->mutable_fire_at() = stored->job().fire_at();
   *response.mutable_job() = PresentJob(old, now_ms);
   switch (old.job().state()) {
@@ -450,6 +456,7 @@ JobWriter::Decision JobWriter::DecideCancel(
       break;
   }
   d.was = old.job().state();
+  d.was_payload_bytes = PayloadBytesOf(old);
   d.canceled = true;
   if (old.job().state() == v1::JOB_STATE_IN_FLIGHT) {
     // The delivery stands (its ack is accepted); the record stays, CANCELED,

@@ -103,9 +103,13 @@ class JobWriter {
     absl::Status status;    // non-OK: refused (nothing to write)
     // The stored record's state; JOB_STATE_UNSPECIFIED when none.
     v1::JobState was = v1::JOB_STATE_UNSPECIFIED;
+    // The stored record's payload size; 0 when none.
+    int64_t was_payload_bytes = 0;
     // The deletion of the occurrence a recurring job made ahead (see
-    // WithdrawAhead), written in the same batch.
+    // WithdrawAhead), written in the same batch, and that occurrence's
+    // payload size.
     std::optional<storage::Mutation> withdraw;
+    int64_t withdraw_payload_bytes = 0;
   };
   // Jobs read under their locks, leases overlaid; for each recurring job
   // that made an occurrence ahead (AheadChildId), that occurrence read

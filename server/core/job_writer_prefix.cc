@@ -120,6 +120,7 @@ absl::StatusOr<v1::RedriveResponse> JobWriter::Redrive(
         record.set_lease_expires_at_ms(0);
         Decision d;
         d.was = v1::JOB_STATE_DEAD;
+        d.was_payload_bytes = storage::PayloadBytesOf(old);
         d.mutation = storage::Mutation::Put(std::move(record),
                                             storage::DueIndexEntryOf(old));
         return d;

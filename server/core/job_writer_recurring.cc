@@ -17,6 +17,7 @@ using storage::DueIndexEntryOf;
 using storage::IsFinished;
 using storage::JobRecord;
 using storage::Mutation;
+using storage::PayloadBytesOf;
 using storage::TimestampToUnixMs;
 using storage::UnixMsToTimestamp;
 
@@ -45,6 +46,7 @@ absl::StatusOr<v1::RescheduleResponse> JobWriter::RescheduleRecurring(
   JobRecord record = stored;
   // Its occurrence made ahead, not due yet, is of the old schedule.
   std::optional<Mutation> withdraw = WithdrawAhead(record, ahead, now_ms);
+  const int64_t withdraw_payload_bytes = ahead ? PayloadBytesOf(*ahead) : 0;
   v1::Job& job = *record.mutable_job();
   // The counts stay: it is the same job with a new schedule.
   const v1::RecurringStatus old = job.recurring();
@@ -58,9 +60,11 @@ absl::StatusOr<v1::RescheduleResponse> JobWriter::RescheduleRecurring(
   *job.mutable_updated_at() = UnixMsToTimestamp(now_ms);
   Decision d;
   d.was = stored.job().state();
+  d.was_payload_bytes = PayloadBytesOf(stored);
   d.job = PresentJob(record, now_ms);
   d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(stored));
   d.withdraw = std::move(withdraw);
+  d.withdraw_payload_bytes = withdraw_payload_bytes;
   if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
   v1::RescheduleResponse response;
   *response.mutable_job() = std::move(d.job);
@@ -92,10 +96,13 @@ absl::StatusOr<v1::Job> JobWriter::SetPaused(const v1::JobKey& key,
   JobRecord record = old;
   v1::Job& job = *record.mutable_job();
   std::optional<Mutation> withdraw;
+  int64_t withdraw_payload_bytes = 0;
   if (pause) {
     // Its occurrence made ahead, not due yet, is withdrawn: the next
     // occurrence is that one again.
     withdraw = WithdrawAhead(record, locked->ahead[0], now_ms);
+    withdraw_payload_bytes =
+        locked->ahead[0] ? PayloadBytesOf(*locked->ahead[0]) : 0;
     // No due entry while paused; fire_at keeps the next occurrence, to show.
     job.set_state(v1::JOB_STATE_PAUSED);
     if (job.recurring().has_next_occurrence()) {
@@ -122,9 +129,11 @@ absl::StatusOr<v1::Job> JobWriter::SetPaused(const v1::JobKey& key,
   *job.mutable_updated_at() = UnixMsToTimestamp(now_ms);
   Decision d;
   d.was = old.job().state();
+  d.was_payload_bytes = PayloadBytesOf(old);
   d.job = PresentJob(record, now_ms);
   d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(old));
   d.withdraw = std::move(withdraw);
+  d.withdraw_payload_bytes = withdraw_payload_bytes;
   if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
   return std::move(d.job);
 }

@@ -35,6 +35,12 @@ std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
       "topic (a subscriber that stops reading holds at most max_in_flight)",
       prometheus::MetricType::Gauge,
       {}};
+  prometheus::MetricFamily payload_bytes{
+      "delayd_pending_payload_bytes",
+      "Payload bytes of the live (scheduled, ready, in flight) jobs, by "
+      "topic: what a pending_bytes quota counts",
+      prometheus::MetricType::Gauge,
+      {}};
   const absl::flat_hash_map<std::string, size_t> unwritten_by_topic =
       jobs_->deliverer().UnwrittenByTopic();
   const TopicTable& topics = jobs_->topics();
@@ -42,6 +48,8 @@ std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
     const TopicTable::Counts c = topics.CountsOf(topic);
     subscribers.metric.push_back(
         Gauge({{"topic", topic}}, static_cast<double>(c.subscribers)));
+    payload_bytes.metric.push_back(
+        Gauge({{"topic", topic}}, static_cast<double>(c.live_payload_bytes)));
     const auto u = unwritten_by_topic.find(topic);
     unwritten.metric.push_back(Gauge(
         {{"topic", topic}},
@@ -65,8 +73,8 @@ std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
       prometheus::MetricType::Gauge,
       {Gauge({}, static_cast<double>(jobs_->timers_pending()))}};
   std::vector<prometheus::MetricFamily> families = {
-      std::move(jobs), std::move(subscribers), std::move(unwritten),
-      std::move(wheel), DueWithin()};
+      std::move(jobs),          std::move(subscribers), std::move(unwritten),
+      std::move(payload_bytes), std::move(wheel),       DueWithin()};
   if (const int64_t horizon = jobs_->memory_horizon_ms();
       horizon != JobTimers::kNoHorizon) {
     families.push_back(prometheus::MetricFamily{

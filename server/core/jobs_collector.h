@@ -1,6 +1,6 @@
 // JobsCollector: gauges read from the JobService when Prometheus scrapes —
 // delayd_jobs{topic,state}, delayd_subscribers{topic},
-// delayd_deliveries_unwritten{topic},
+// delayd_deliveries_unwritten{topic}, delayd_pending_payload_bytes{topic},
 // delayd_wheel_entries, delayd_jobs_due_within{topic,window} and, with a
 // memory horizon, delayd_memory_horizon_timestamp_seconds. Computing
 // them at scrape time keeps the hot paths free of metric updates.

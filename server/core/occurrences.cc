@@ -21,6 +21,7 @@ using storage::DueIndexEntryOf;
 using storage::ExpiryIndexEntryOf;
 using storage::JobRecord;
 using storage::Mutation;
+using storage::PayloadBytesOf;
 using storage::TimestampToUnixMs;
 using storage::UnixMsToTimestamp;
 
@@ -403,7 +404,9 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
   if (!children.ok()) return children.status();
 
   std::vector<Mutation> mutations;
+  // The stored state and payload size of each mutation's job.
   std::vector<v1::JobState> before;
+  std::vector<int64_t> before_bytes;
   size_t c = 0;
   for (Firing& f : firings) {
     v1::Job& job = *f.parent.mutable_job();
@@ -420,6 +423,7 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
       mutations.push_back(Mutation::Put(f.parent, DueIndexEntryOf(f.old),
                                         ExpiryIndexEntryOf(f.old)));
       before.push_back(f.old.job().state());
+      before_bytes.push_back(PayloadBytesOf(f.old));
       continue;
     }
     const v1::OverlapPolicy overlap = r.recurrence().overlap();
@@ -468,6 +472,7 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
       record.set_made_ahead(f.ahead == t);  // only there when made ahead
       before.push_back(child->has_value() ? (*child)->job().state()
                                           : v1::JOB_STATE_UNSPECIFIED);
+      before_bytes.push_back(child->has_value() ? PayloadBytesOf(**child) : 0);
       mutations.push_back(Mutation::Put(
           std::move(record),
           child->has_value() ? DueIndexEntryOf(**child) : std::nullopt,
@@ -481,6 +486,7 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
     r.set_occurrences_skipped(r.occurrences_skipped() + f.misfired +
                               f.overlapped);
     before.push_back(f.old.job().state());
+    before_bytes.push_back(PayloadBytesOf(f.old));
     if (!r.has_next_occurrence() && !r.has_buffered_occurrence()) {
       mutations.push_back(
           d_.retention->Finish(f.parent, v1::JOB_STATE_DONE, now_ms));
@@ -501,7 +507,7 @@ absl::Status OccurrenceMaker::Fire(int64_t ms,
   absl::flat_hash_map<std::string, int64_t> readied;
   for (size_t i = 0; i < mutations.size(); ++i) {
     const Mutation& m = mutations[i];
-    JobLedger::Change change = JobLedger::Of(m, before[i]);
+    JobLedger::Change change = JobLedger::Of(m, before[i], before_bytes[i]);
     const bool child = m.kind() == Mutation::Kind::kPut &&
                        m.record().job().has_occurrence_of();
     if (child) {

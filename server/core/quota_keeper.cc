@@ -81,9 +81,12 @@ absl::StatusOr<QuotaKeeper::Ticket> QuotaKeeper::AdmitJobs(
     if (adding[q] == 0) continue;
     const auth::Quotas::Pending& quota = quotas.pending[q];
     const std::string_view pattern = quota.pattern;
-    const int64_t live = topics_->LiveWhere([pattern](absl::string_view t) {
-      return auth::TopicMatches(pattern, {t.data(), t.size()});
-    });
+    const int64_t live =
+        topics_
+            ->LiveWhere([pattern](absl::string_view t) {
+              return auth::TopicMatches(pattern, {t.data(), t.size()});
+            })
+            .jobs;
     const auto reserved = state.reserved.find(quota.pattern);
     const int64_t in_use =
         live + (reserved == state.reserved.end() ? 0 : reserved->second);

@@ -102,6 +102,7 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
   }
   std::vector<size_t> acked;
   std::vector<bool> was_live;
+  std::vector<int64_t> payload_bytes;  // of each acked job
   {
     KeyLocks::Guard guard(*d_.locks, hashes);
     std::vector<size_t> leased;  // tokens of current leases
@@ -123,6 +124,7 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
         // delete needs no read.
         acked.push_back(i);
         was_live.push_back(!lease->canceled);
+        payload_bytes.push_back(lease->payload_bytes);
         mutations.push_back(Mutation::Delete(
             tokens[i]->topic, tokens[i]->id,
             lease->canceled ? std::nullopt
@@ -153,6 +155,7 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
         }
         acked.push_back(i);
         was_live.push_back(record->job().state() == v1::JOB_STATE_IN_FLIGHT);
+        payload_bytes.push_back(storage::PayloadBytesOf(*record));
         mutations.push_back(
             d_.retention->Finish(*record, v1::JOB_STATE_DONE, now_ms));
       }
@@ -173,7 +176,7 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
       d_.ledger->Apply(JobLedger::Of(
           mutations[k],
           was_live[k] ? v1::JOB_STATE_IN_FLIGHT : v1::JOB_STATE_CANCELED,
-          JobLedger::Cause::kAcked));
+          payload_bytes[k], JobLedger::Cause::kAcked));
     }
     UniqueTopics(kick);
     for (const std::string& topic : kick) loop_->Kick(topic);

@@ -17,6 +17,7 @@ namespace delayd::server {
 
 using storage::JobRecord;
 using storage::Mutation;
+using storage::PayloadBytesOf;
 using storage::TimestampToUnixMs;
 using storage::UnixMsToTimestamp;
 
@@ -46,6 +47,9 @@ JobLedger::Change Dispatcher::LeaseChange(const storage::Mutation& mark,
   change.after = after;
   change.previous_due_ms = mark.previous_due_ms();  // a mark moves no entry
   change.due_ms = mark.new_due_ms();
+  // Nor does it change the payload.
+  change.payload_bytes_before = static_cast<int64_t>(mark.payload_bytes());
+  change.payload_bytes_after = change.payload_bytes_before;
   return change;
 }
 
@@ -56,9 +60,9 @@ void Dispatcher::UndoOrphans(const std::vector<size_t>& orphans,
   for (size_t k : orphans) {
     const Mutation& mark = mutations[k];
     // The mark as it was before: the stored attempts (0 clears it).
-    undo.push_back(
-        Mutation::MarkAttempt(std::string(mark.topic()), std::string(mark.id()),
-                              *mark.new_due_ms(), priors[k].attempts));
+    undo.push_back(Mutation::MarkAttempt(
+        std::string(mark.topic()), std::string(mark.id()), *mark.new_due_ms(),
+        priors[k].attempts, mark.payload_bytes()));
   }
   if (absl::Status s = d_.store->Apply(undo, storage::Durability::kNoSync);
       !s.ok()) {
@@ -161,8 +165,8 @@ void Dispatcher::Dispatch(const std::string& topic) {
             now_ms,
             std::max<int64_t>(1, DurationMsSaturated(next.retry().lease()))));
         before.push_back(state);
-        mutations.push_back(
-            Mutation::MarkAttempt(topic, ids[i], *due_entry, next.attempts()));
+        mutations.push_back(Mutation::MarkAttempt(
+            topic, ids[i], *due_entry, next.attempts(), next.payload().size()));
         picked.push_back(i);
       }
     }
@@ -182,8 +186,10 @@ void Dispatcher::Dispatch(const std::string& topic) {
           LeaseChange(mutations[k], before[k], v1::JOB_STATE_IN_FLIGHT));
     }
     for (size_t k = 0; k < dead_before.size(); ++k) {
+      // A job put DEAD keeps its payload.
+      const Mutation& m = mutations[picked.size() + k];
       d_.ledger->Apply(
-          JobLedger::Of(mutations[picked.size() + k], dead_before[k]));
+          JobLedger::Of(m, dead_before[k], PayloadBytesOf(m.record())));
     }
     std::vector<size_t> orphans;  // index into picked
     {
@@ -197,14 +203,16 @@ void Dispatcher::Dispatch(const std::string& topic) {
           orphans.push_back(k);
           continue;
         }
-        LeaseTable::Lease lease{sub->id,
-                                record.delivery_nonce(),
-                                record.job().attempts(),
-                                record.lease_expires_at_ms(),
-                                0,
-                                timer::TimerHandle(),
-                                false,
-                                *mutations[k].new_due_ms()};
+        LeaseTable::Lease lease{
+            sub->id,
+            record.delivery_nonce(),
+            record.job().attempts(),
+            static_cast<uint32_t>(record.job().payload().size()),
+            record.lease_expires_at_ms(),
+            0,
+            timer::TimerHandle(),
+            false,
+            *mutations[k].new_due_ms()};
         lease.check = state_->leases.NewNonce();
         lease.started_ms = now_ms;
         state_->StartLeaseLocked(JobKey{topic, id}, lease);

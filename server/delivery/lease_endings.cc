@@ -97,7 +97,7 @@ absl::StatusOr<std::vector<v1::Job>> LeaseEndings::EndDeliveries(
   for (size_t i = 0; i < endings.size(); ++i) {
     const Ending& e = endings[i];
     JobLedger::Change change = JobLedger::Of(
-        mutations[i], e.record.job().state(),
+        mutations[i], e.record.job().state(), storage::PayloadBytesOf(e.record),
         e.nacked ? JobLedger::Cause::kNacked : JobLedger::Cause::kOther);
     change.ready_now = e.retry_at_ms <= now_ms;
     if (d_.ledger->Apply(change)) kick.push_back(e.key.topic);
@@ -245,7 +245,8 @@ void LeaseEndings::DeleteLeftoverCanceled(const std::vector<JobKey>& keys) {
       continue;
     }
     for (const Mutation& m : mutations) {
-      d_.ledger->Apply(JobLedger::Of(m, v1::JOB_STATE_CANCELED));
+      // Not live before or after: no payload bytes to count.
+      d_.ledger->Apply(JobLedger::Of(m, v1::JOB_STATE_CANCELED, 0));
     }
   }
   if (failed.empty()) return;

@@ -33,6 +33,9 @@ class LeaseTable {
     uint64_t subscriber = 0;  // 0: its stream ended, release pending
     uint64_t nonce = 0;
     uint32_t attempt = 0;
+    // The job's payload size: an ack that deletes the record without
+    // reading it takes this much off its topic's live payload bytes.
+    uint32_t payload_bytes = 0;
     int64_t deadline_ms = 0;
     uint64_t seq = 0;  // the lease timer's tag is kLeaseTagBit | seq
     timer::TimerHandle timer;

@@ -6,14 +6,16 @@
 namespace delayd::server {
 
 JobLedger::Change JobLedger::Of(const storage::Mutation& m, v1::JobState before,
-                                Cause cause) {
+                                int64_t payload_bytes_before, Cause cause) {
+  const bool put = m.kind() == storage::Mutation::Kind::kPut;
   Change c;
   c.topic = AsAbsl(m.topic());
   c.id = AsAbsl(m.id());
   c.before = before;
-  c.after = m.kind() == storage::Mutation::Kind::kPut
-                ? m.record().job().state()
-                : v1::JOB_STATE_UNSPECIFIED;
+  c.after = put ? m.record().job().state() : v1::JOB_STATE_UNSPECIFIED;
+  c.payload_bytes_before = payload_bytes_before;
+  c.payload_bytes_after =
+      put ? static_cast<int64_t>(m.record().job().payload().size()) : 0;
   c.previous_due_ms = m.previous_due_ms();
   c.due_ms = m.new_due_ms();
   c.cause = cause;
@@ -43,7 +45,12 @@ bool JobLedger::Apply(const Change& c) {
   } else if (c.after != v1::JOB_STATE_IN_FLIGHT) {
     timers_->Disarm(KeyHash(c.topic, c.id), KeyCheck(c.topic, c.id));
   }
-  if (live_before != live_after) topics_->AddLive(c.topic, live_after ? 1 : -1);
+  const int64_t jobs = (live_after ? 1 : 0) - (live_before ? 1 : 0);
+  const int64_t payload_bytes = (live_after ? c.payload_bytes_after : 0) -
+                                (live_before ? c.payload_bytes_before : 0);
+  if (jobs != 0 || payload_bytes != 0) {
+    topics_->AddLive(c.topic, jobs, payload_bytes);
+  }
 
   const bool dead_lettered =
       c.after == v1::JOB_STATE_DEAD && c.before != v1::JOB_STATE_DEAD;

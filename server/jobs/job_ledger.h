@@ -4,8 +4,9 @@
 // write as a Change (the record's state before and after it) and applies it
 // here, after the store has taken the write. From the two states alone the
 // ledger keeps:
-//   * TopicTable's live count (SCHEDULED + READY + IN_FLIGHT) and its ready
-//     queue (a live job that changes leaves it; a retry due now joins it);
+//   * TopicTable's live count (SCHEDULED + READY + IN_FLIGHT), their
+//     payload bytes (from the Change's payload sizes) and its ready queue
+//     (a live job that changes leaves it; a retry due now joins it);
 //   * the terminal-state counts (TerminalStateCounter: DEAD, DONE, CANCELED);
 //   * the due index counted by topic and second (DueBook), from the entry
 //     the write removed and the one it added;
@@ -54,15 +55,21 @@ class JobLedger {
     // and after it (Mutation::new_due_ms()).
     std::optional<int64_t> previous_due_ms;
     std::optional<int64_t> due_ms;
+    // The payload size of the stored record before the write and after it
+    // (0 where there is none): what the job adds to its topic's live
+    // payload bytes while it is live.
+    int64_t payload_bytes_before = 0;
+    int64_t payload_bytes_after = 0;
     // After SCHEDULED: the job is due already; queue it as READY at once
     // instead of arming a timer that would fire at once.
     bool ready_now = false;
     Cause cause = Cause::kOther;
   };
 
-  // The Change a mutation makes of a record stored in state `before`.
+  // The Change a mutation makes of a record stored in state `before` with
+  // a payload of `payload_bytes_before` bytes. REQUIRES: not a mark.
   static Change Of(const storage::Mutation& m, v1::JobState before,
-                   Cause cause = Cause::kOther);
+                   int64_t payload_bytes_before, Cause cause = Cause::kOther);
 
   // Everything borrowed must outlive the ledger.
   JobLedger(TopicTable* topics, TerminalStateCounter* terminal,

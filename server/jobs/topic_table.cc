@@ -10,9 +10,12 @@ TopicTable::Topic& TopicTable::GetLocked(absl::string_view topic) {
   return it->second;
 }
 
-void TopicTable::AddLive(absl::string_view topic, int64_t delta) {
+void TopicTable::AddLive(absl::string_view topic, int64_t jobs,
+                         int64_t payload_bytes) {
   absl::MutexLock lock(&mu_);
-  GetLocked(topic).counts.live += delta;
+  Counts& counts = GetLocked(topic).counts;
+  counts.live += jobs;
+  counts.live_payload_bytes += payload_bytes;
 }
 
 void TopicTable::AddDead(absl::string_view topic, int64_t delta) {
@@ -99,12 +102,15 @@ std::vector<std::string> TopicTable::Topics() const {
   return out;
 }
 
-int64_t TopicTable::LiveWhere(
+TopicTable::Live TopicTable::LiveWhere(
     absl::FunctionRef<bool(absl::string_view)> matches) const {
   absl::MutexLock lock(&mu_);
-  int64_t live = 0;
+  Live live;
   for (const auto& [name, topic] : topics_) {
-    if (matches(name)) live += topic.counts.live;
+    if (matches(name)) {
+      live.jobs += topic.counts.live;
+      live.payload_bytes += topic.counts.live_payload_bytes;
+    }
   }
   return live;
 }

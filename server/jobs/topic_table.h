@@ -30,6 +30,8 @@ class TopicTable {
  public:
   struct Counts {
     int64_t live = 0;  // SCHEDULED + READY + IN_FLIGHT
+    // The payload bytes of the live jobs.
+    int64_t live_payload_bytes = 0;
     int64_t ready = 0;
     int64_t in_flight = 0;
     int64_t dead = 0;
@@ -45,8 +47,9 @@ class TopicTable {
   TopicTable(const TopicTable&) = delete;
   TopicTable& operator=(const TopicTable&) = delete;
 
-  // A job of `topic` became live (+1) or stopped being live (-1).
-  void AddLive(absl::string_view topic, int64_t delta);
+  // Jobs of `topic` became live (jobs > 0) or stopped being live (jobs < 0),
+  // and the payload bytes of its live jobs changed by payload_bytes.
+  void AddLive(absl::string_view topic, int64_t jobs, int64_t payload_bytes);
   void AddDead(absl::string_view topic, int64_t delta);
   void AddDone(absl::string_view topic, int64_t delta);
   void AddCanceled(absl::string_view topic, int64_t delta);
@@ -62,8 +65,13 @@ class TopicTable {
   std::vector<std::string> PopReady(absl::string_view topic, size_t max);
 
   Counts CountsOf(absl::string_view topic) const;
-  // The live jobs of every topic `matches` takes. O(topics).
-  int64_t LiveWhere(absl::FunctionRef<bool(absl::string_view)> matches) const;
+  // The live jobs of every topic `matches` takes, and their payload bytes.
+  // O(topics).
+  struct Live {
+    int64_t jobs = 0;
+    int64_t payload_bytes = 0;
+  };
+  Live LiveWhere(absl::FunctionRef<bool(absl::string_view)> matches) const;
   // Every topic the table knows, sorted.
   std::vector<std::string> Topics() const;
 

@@ -53,17 +53,20 @@ void CheckDueKey(std::string_view key) {
   FUZZ_CHECK(storage::EncodeDueKey(due->due_ms, due->topic, due->id) == key);
 }
 
-void CheckAttemptMark(std::string_view key, std::string_view value) {
-  absl::StatusOr<uint32_t> mark = storage::DecodeAttemptMark(key, value);
-  if (!mark.ok()) {
-    FUZZ_CHECK(mark.status().code() == absl::StatusCode::kDataLoss);
+void CheckDueValue(std::string_view key, std::string_view value) {
+  absl::StatusOr<storage::DueValue> decoded =
+      storage::DecodeDueValue(key, value);
+  if (!decoded.ok()) {
+    FUZZ_CHECK(decoded.status().code() == absl::StatusCode::kDataLoss);
     FUZZ_CHECK(!value.empty());
     return;
   }
-  if (value.empty()) FUZZ_CHECK(*mark == 0);
-  absl::StatusOr<uint32_t> again =
-      storage::DecodeAttemptMark(key, storage::EncodeAttemptMark(*mark));
-  FUZZ_CHECK(again.ok() && *again == *mark);
+  if (value.empty()) FUZZ_CHECK(*decoded == storage::DueValue{});
+  const std::string encoded = storage::EncodeDueValue(*decoded);
+  FUZZ_CHECK(encoded.size() <= value.size());
+  absl::StatusOr<storage::DueValue> again =
+      storage::DecodeDueValue(key, encoded);
+  FUZZ_CHECK(again.ok() && *again == *decoded);
 }
 
 // The index entries of a record read from disk, as recovery and every
@@ -87,6 +90,9 @@ void CheckIndexEntries(const storage::JobRecord& record) {
   const uint32_t mark = storage::DueMarkOf(record);
   FUZZ_CHECK(mark == 0 || mark == storage::kRecurringMark ||
              mark == storage::kAheadMark);
+  const storage::DueValue value = storage::DueValueOf(record);
+  FUZZ_CHECK(value.mark == mark);
+  FUZZ_CHECK(value.payload_bytes == record.job().payload().size());
   // A fire_at that is a valid Timestamp round-trips through unix ms.
   const google::protobuf::Timestamp& fire_at = record.job().fire_at();
   constexpr int64_t kMaxSeconds = 253402300799;  // 9999-12-31T23:59:59Z
@@ -132,7 +138,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   CheckJobKey(key);
   CheckDueKey(key);
-  CheckAttemptMark(key, value);
+  CheckDueValue(key, value);
   if (absl::StatusOr<storage::JobKeyView> job = storage::DecodeJobKey(key);
       job.ok()) {
     CheckRecord(*job, value);

@@ -340,10 +340,12 @@ void JobRecords() {
 
   const std::string due =
       storage::EncodeDueKey(1'767'225'630'500, "orders", "order-1");
-  Stored("due_attempt_mark", due, storage::EncodeAttemptMark(3));
+  Stored("due_attempt_mark", due, storage::EncodeDueValue({3, 100}));
   Stored("due_recurring_mark", due,
-         storage::EncodeAttemptMark(storage::kRecurringMark));
-  Stored("due_no_mark", due, "");
+         storage::EncodeDueValue({storage::kRecurringMark, 100}));
+  Stored("due_no_mark", due, storage::EncodeDueValue({0, 100}));
+  Stored("due_layout5_mark", due, "\x03");
+  Stored("due_empty", due, "");
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ using ::delayd::v1::JOB_STATE_DEAD;
 using ::delayd::v1::JOB_STATE_DONE;
 using ::delayd::v1::JOB_STATE_IN_FLIGHT;
 using ::delayd::v1::JOB_STATE_READY;
+using ::delayd::v1::JOB_STATE_SCHEDULED;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
@@ -95,16 +96,23 @@ class JobStoreTest : public ::testing::Test {
     return out;
   }
 
-  // "topic/id" -> its attempt mark, of every due entry.
-  std::map<std::string, uint32_t> Marks() {
-    std::map<std::string, uint32_t> out;
+  // "topic/id" -> its due entry's value, of every due entry.
+  std::map<std::string, DueValue> Values() {
+    std::map<std::string, DueValue> out;
     EXPECT_OK(this->store().ScanDueMarked(
         0, kAll,
         [&](int64_t, std::string_view topic, std::string_view id,
-            uint32_t mark) {
-          out[std::string(topic) + "/" + std::string(id)] = mark;
+            const DueValue& value) {
+          out[std::string(topic) + "/" + std::string(id)] = value;
           return true;
         }));
+    return out;
+  }
+
+  // "topic/id" -> its attempt mark, of every due entry.
+  std::map<std::string, uint32_t> Marks() {
+    std::map<std::string, uint32_t> out;
+    for (const auto& [key, value] : Values()) out[key] = value.mark;
     return out;
   }
 
@@ -209,7 +217,8 @@ TYPED_TEST(JobStoreTest, DueIndexOrdersAcrossYearsAndWithinAMillisecond) {
     std::vector<std::pair<int64_t, std::string>> out;
     EXPECT_OK(this->store().ScanDueFrom(
         ms, topic, id, to,
-        [&](int64_t due, std::string_view t, std::string_view i, uint32_t) {
+        [&](int64_t due, std::string_view t, std::string_view i,
+            const DueValue&) {
           out.emplace_back(due, std::string(t) + "/" + std::string(i));
           return true;
         }));
@@ -336,10 +345,10 @@ TYPED_TEST(JobStoreTest, AnAttemptMarkSitsOnTheDueEntryUntilTheRecordChanges) {
   this->Put(MakeRecord("t", "d", 40), std::nullopt);
   const testing::StoreDump before = Dump(this->store());
   const std::vector<Mutation> marks = {
-      Mutation::MarkAttempt("t", "a", 10, 1),
-      Mutation::MarkAttempt("t", "b", 20, 300),
-      Mutation::MarkAttempt("t", "c", 30, 4'000'000'000u),
-      Mutation::MarkAttempt("t", "d", 40, 7)};
+      Mutation::MarkAttempt("t", "a", 10, 1, 7),
+      Mutation::MarkAttempt("t", "b", 20, 300, 7),
+      Mutation::MarkAttempt("t", "c", 30, 4'000'000'000u, 7),
+      Mutation::MarkAttempt("t", "d", 40, 7, 7)};
   ASSERT_OK(this->store().Apply(marks, Durability::kNoSync));
   // Records and due times as they were; only the marks are new.
   EXPECT_EQ(Dump(this->store()), before);
@@ -356,7 +365,8 @@ TYPED_TEST(JobStoreTest, AnAttemptMarkSitsOnTheDueEntryUntilTheRecordChanges) {
   JobRecord moved = MakeRecord("t", "b", 25);
   const std::vector<Mutation> changes = {
       Mutation::Put(a, 10), Mutation::Put(moved, 20),
-      Mutation::Delete("t", "c", 30), Mutation::MarkAttempt("t", "d", 40, 0)};
+      Mutation::Delete("t", "c", 30),
+      Mutation::MarkAttempt("t", "d", 40, 0, 7)};
   ASSERT_OK(this->store().Apply(changes, Durability::kNoSync));
   EXPECT_THAT(this->Marks(),
               ElementsAre(Pair("t/a", 0u), Pair("t/b", 0u), Pair("t/d", 0u)));
@@ -377,8 +387,8 @@ TYPED_TEST(JobStoreTest, ARecurringJobsDueEntryIsMarkedByEveryPutOfIt) {
   std::vector<uint32_t> from;
   ASSERT_OK(this->store().ScanDueFrom(
       10, "t", "cron", 11,
-      [&](int64_t, std::string_view, std::string_view, uint32_t mark) {
-        from.push_back(mark);
+      [&](int64_t, std::string_view, std::string_view, const DueValue& value) {
+        from.push_back(value.mark);
         return true;
       }));
   EXPECT_THAT(from, ElementsAre(kRecurringMark, 0u));
@@ -408,7 +418,7 @@ TYPED_TEST(JobStoreTest, AnOccurrenceMadeAheadIsMarkedUntilADeliveryReachesIt) {
   this->harness_.Reopen();
   EXPECT_THAT(this->Marks(),
               ElementsAre(Pair("t/cron@20", kAheadMark), Pair("t/once", 0u)));
-  const Mutation delivered = Mutation::MarkAttempt("t", "cron@20", 20, 1);
+  const Mutation delivered = Mutation::MarkAttempt("t", "cron@20", 20, 1, 7);
   ASSERT_OK(this->store().Apply({&delivered, 1}, Durability::kNoSync));
   EXPECT_THAT(this->Marks(),
               ElementsAre(Pair("t/cron@20", 1u), Pair("t/once", 0u)));
@@ -423,9 +433,9 @@ TYPED_TEST(JobStoreTest, AnAttemptMarkNeedsTheJobsDueEntry) {
   this->Put(MakeRecord("t", "live", 10), std::nullopt);
   this->Put(MakeRecord("t", "dead", 10, JOB_STATE_DEAD), std::nullopt);
   const testing::StoreDump before = Dump(this->store());
-  for (const Mutation& m : {Mutation::MarkAttempt("t", "dead", 10, 1),
-                            Mutation::MarkAttempt("t", "never", 10, 1),
-                            Mutation::MarkAttempt("t", "live", 11, 1)}) {
+  for (const Mutation& m : {Mutation::MarkAttempt("t", "dead", 10, 1, 7),
+                            Mutation::MarkAttempt("t", "never", 10, 1, 7),
+                            Mutation::MarkAttempt("t", "live", 11, 1, 7)}) {
     SCOPED_TRACE(m.id());
     const absl::Status s = this->store().Apply({&m, 1}, Durability::kNoSync);
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
@@ -433,6 +443,34 @@ TYPED_TEST(JobStoreTest, AnAttemptMarkNeedsTheJobsDueEntry) {
   }
   EXPECT_EQ(Dump(this->store()), before);
   EXPECT_THAT(this->Marks(), ElementsAre(Pair("t/live", 0u)));
+}
+
+// Layout 6: every due entry carries its job's payload size, through puts,
+// attempt marks and a reopen, so that recovery counts the payload bytes
+// pending without reading a record.
+TYPED_TEST(JobStoreTest, EveryDueEntryCarriesItsJobsPayloadSize) {
+  this->Put(MakeRecord("t", "empty", 10, JOB_STATE_SCHEDULED, ""),
+            std::nullopt);
+  this->Put(
+      MakeRecord("t", "big", 10, JOB_STATE_SCHEDULED, std::string(70'000, 'x')),
+      std::nullopt);
+  JobRecord parent = MakeRecord("t", "cron", 20, JOB_STATE_SCHEDULED, "abc");
+  parent.mutable_job()->mutable_recurring();
+  this->Put(parent, std::nullopt);
+  this->Put(MakeRecord("t", "dead", 20, JOB_STATE_DEAD), std::nullopt);
+  const Mutation mark = Mutation::MarkAttempt("t", "big", 10, 2, 70'000);
+  ASSERT_OK(this->store().Apply({&mark, 1}, Durability::kNoSync));
+  const std::map<std::string, DueValue> want = {{"t/big", {2, 70'000}},
+                                                {"t/cron", {kRecurringMark, 3}},
+                                                {"t/empty", {0, 0}}};
+  EXPECT_EQ(this->Values(), want);
+  this->harness_.Reopen();
+  EXPECT_EQ(this->Values(), want);
+  // A put with another payload (a REPLACE) stores the new size, and clears
+  // the attempt mark.
+  this->Put(MakeRecord("t", "big", 30, JOB_STATE_SCHEDULED, "12345"), 10);
+  EXPECT_EQ(this->Values().at("t/big"), (DueValue{0, 5}));
+  ExpectDueIndexConsistent(Dump(this->store()));
 }
 
 TYPED_TEST(JobStoreTest, BatchIsAllOrNothingOnAViolatedPrecondition) {

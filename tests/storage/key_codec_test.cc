@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -96,28 +97,49 @@ TEST(KeyCodecTest, MalformedDueKeysAreDataLoss) {
             absl::StatusCode::kDataLoss);
 }
 
-TEST(KeyCodecTest, AttemptMarksRoundTripAndEmptyIsNone) {
+TEST(KeyCodecTest, DueValuesRoundTripAndEmptyIsNone) {
   const std::string key = EncodeDueKey(5, "t", "a");
-  for (uint32_t attempt : {1u, 127u, 128u, 16'383u, 16'384u, 1u << 28,
-                           std::numeric_limits<uint32_t>::max()}) {
-    SCOPED_TRACE(attempt);
-    ASSERT_OK_AND_ASSIGN(uint32_t got,
-                         DecodeAttemptMark(key, EncodeAttemptMark(attempt)));
-    EXPECT_EQ(got, attempt);
+  for (uint32_t mark : {0u, 1u, 127u, 128u, 16'383u, 16'384u, 1u << 28,
+                        std::numeric_limits<uint32_t>::max()}) {
+    for (uint64_t bytes :
+         {uint64_t{0}, uint64_t{1}, uint64_t{300}, uint64_t{16} << 20,
+          std::numeric_limits<uint64_t>::max()}) {
+      SCOPED_TRACE(absl::StrCat(mark, " ", bytes));
+      const DueValue value{mark, bytes};
+      ASSERT_OK_AND_ASSIGN(DueValue got,
+                           DecodeDueValue(key, EncodeDueValue(value)));
+      EXPECT_EQ(got, value);
+    }
   }
-  EXPECT_EQ(EncodeAttemptMark(1), "\x01");
-  ASSERT_OK_AND_ASSIGN(uint32_t none, DecodeAttemptMark(key, ""));
-  EXPECT_EQ(none, 0u);
+  EXPECT_EQ(EncodeDueValue({1, 0}), "\x01");
+  EXPECT_EQ(EncodeDueValue({0, 300}), std::string("\x00\xac\x02", 3));
+  EXPECT_EQ(EncodeDueValue({0, 0}), "");
+  ASSERT_OK_AND_ASSIGN(DueValue none, DecodeDueValue(key, ""));
+  EXPECT_EQ(none, (DueValue{0, 0}));
 }
 
-TEST(KeyCodecTest, MalformedAttemptMarksAreDataLossNamingTheKey) {
+// Layouts 3 to 5 wrote a lone varint32 mark: it reads as that mark with no
+// payload size.
+TEST(KeyCodecTest, AnOldAttemptMarkDecodesWithoutAPayloadSize) {
+  const std::string key = EncodeDueKey(5, "t", "a");
+  ASSERT_OK_AND_ASSIGN(DueValue got, DecodeDueValue(key, "\x81\x01"));
+  EXPECT_EQ(got, (DueValue{129, 0}));
+  ASSERT_OK_AND_ASSIGN(got, DecodeDueValue(key, "\xff\xff\xff\xff\x0f"));
+  EXPECT_EQ(got, (DueValue{kRecurringMark, 0}));
+}
+
+TEST(KeyCodecTest, MalformedDueValuesAreDataLossNamingTheKey) {
   const std::string key = EncodeDueKey(5, "t", "a");
   for (const std::string& value :
-       {std::string("\x80"), std::string("\x81\x01\x01"),
-        std::string("\xff\xff\xff\xff\x10"),  // 2^32
-        std::string("\x80\x80\x80\x80\x80\x01")}) {
+       {std::string("\x80"),                  // a mark cut short
+        std::string("\x81\x01\x01\x01"),      // bytes after the size
+        std::string("\x01\x80"),              // a size cut short
+        std::string("\xff\xff\xff\xff\x10"),  // a mark of 2^32
+        std::string("\x80\x80\x80\x80\x80\x01"),
+        // A size of 2^64.
+        std::string("\x01\x80\x80\x80\x80\x80\x80\x80\x80\x80\x02", 11)}) {
     SCOPED_TRACE(PrintableKey(value));
-    const absl::StatusOr<uint32_t> got = DecodeAttemptMark(key, value);
+    const absl::StatusOr<DueValue> got = DecodeDueValue(key, value);
     EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
     EXPECT_THAT(got.status().message(), HasSubstr("t\\000a"));
   }

@@ -162,6 +162,83 @@ TEST(RocksDbJobStoreTest, MigratesALayout1Store) {
   }
 }
 
+// Turns the store at `path` into what a layout-5 delayd left: every due
+// value without its payload size (the mark alone), meta version 5.
+void MakeLayout5(const std::string& path) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
+      {rocksdb::kDefaultColumnFamilyName, {}},
+      {"jobs", {}},
+      {"due", {}},
+      {"expiry", {}}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(
+      rocksdb::DB::Open(rocksdb::DBOptions(), path, cfs, &handles, &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::unique_ptr<rocksdb::Iterator> it(
+      db->NewIterator(rocksdb::ReadOptions(), handles[2]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const std::string key = it->key().ToString();
+    ASSERT_OK_AND_ASSIGN(DueValue value,
+                         DecodeDueValue(key, it->value().ToString()));
+    EXPECT_TRUE(db->Put(rocksdb::WriteOptions(), handles[2], key,
+                        EncodeDueValue({value.mark, 0}))
+                    .ok());
+  }
+  ASSERT_TRUE(it->status().ok());
+  it.reset();
+  StoreMeta meta;
+  meta.set_layout_version(5);
+  EXPECT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], kMetaKey,
+                      meta.SerializeAsString())
+                  .ok());
+  for (rocksdb::ColumnFamilyHandle* h : handles) {
+    EXPECT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+  }
+  EXPECT_TRUE(db->Close().ok());
+}
+
+// Layout 6 adds the payload size to every due entry: Open reads each
+// record of a layout-5 store, in chunks, and writes its size beside the
+// entry's mark.
+TEST(RocksDbJobStoreTest, MigratesALayout5StoreByAddingPayloadSizes) {
+  TempDir dir;
+  constexpr int kJobs = 2500;  // more than two chunks of 1024
+  const auto payload_of = [](int i) { return std::string(i % 37, 'p'); };
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAt(dir.path()));
+    std::vector<Mutation> batch;
+    for (int i = 0; i < kJobs; ++i) {
+      JobRecord record = MakeRecord("t", absl::StrCat("j", i), 1000 + i,
+                                    v1::JOB_STATE_SCHEDULED, payload_of(i));
+      if (i % 100 == 0) record.mutable_job()->mutable_recurring();
+      batch.push_back(Mutation::Put(std::move(record), std::nullopt));
+    }
+    ASSERT_OK(store->Apply(batch, Durability::kSync));
+    const Mutation mark =
+        Mutation::MarkAttempt("t", "j7", 1007, 3, payload_of(7).size());
+    ASSERT_OK(store->Apply({&mark, 1}, Durability::kSync));
+    ASSERT_OK(store->Close());
+  }
+  ASSERT_NO_FATAL_FAILURE(MakeLayout5(dir.path()));
+  ASSERT_OK_AND_ASSIGN(auto store, OpenAt(dir.path()));
+  EXPECT_EQ(LayoutVersionAt(dir.path()), kStoreLayoutVersion);
+  int seen = 0;
+  ASSERT_OK(store->ScanDueMarked(
+      0, INT64_MAX,
+      [&](int64_t due_ms, std::string_view, std::string_view id,
+          const DueValue& value) {
+        const int i = static_cast<int>(due_ms - 1000);
+        EXPECT_EQ(id, absl::StrCat("j", i));
+        EXPECT_EQ(value.payload_bytes, payload_of(i).size()) << id;
+        const uint32_t mark = i == 7 ? 3 : (i % 100 == 0 ? kRecurringMark : 0);
+        EXPECT_EQ(value.mark, mark) << id;
+        ++seen;
+        return true;
+      }));
+  EXPECT_EQ(seen, kJobs);
+}
+
 TEST(RocksDbJobStoreTest, RefusesACorruptMetaRecord) {
   TempDir dir;
   { ASSERT_OK(OpenAt(dir.path())); }

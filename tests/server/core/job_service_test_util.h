@@ -139,8 +139,9 @@ class JobServiceTest : public ::testing::Test {
     uint32_t out = 0;
     EXPECT_OK(memory_.ScanDueMarked(
         0, INT64_MAX,
-        [&](int64_t, std::string_view t, std::string_view i, uint32_t mark) {
-          if (t == topic && i == id) out = mark;
+        [&](int64_t, std::string_view t, std::string_view i,
+            const storage::DueValue& value) {
+          if (t == topic && i == id) out = value.mark;
           return true;
         }));
     return out;

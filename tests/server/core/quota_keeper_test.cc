@@ -93,8 +93,8 @@ TEST_F(QuotaKeeperTest, SchedulesPerSecondIsATokenBucket) {
 
 TEST_F(QuotaKeeperTest, PendingCountsLiveJobsAndCallsStillWriting) {
   const Caller limited = As("limited");
-  topics_.AddLive("orders.close", 2);
-  topics_.AddLive("billing.x", 100);  // not under orders.*
+  topics_.AddLive("orders.close", 2, 0);
+  topics_.AddLive("billing.x", 100, 0);  // not under orders.*
   {
     // 2 live + 2 reserved by a call still writing + 2 more > 5.
     ASSERT_OK_AND_ASSIGN(QuotaKeeper::Ticket writing,
@@ -109,7 +109,7 @@ TEST_F(QuotaKeeperTest, PendingCountsLiveJobsAndCallsStillWriting) {
     EXPECT_FALSE(Jobs(limited, {"orders.c", "orders.d"}).ok());
     EXPECT_OK(Jobs(limited, {"orders.c"}));  // 5: at the limit
     // The writing call's jobs become live; its ticket goes.
-    topics_.AddLive("orders.a", 2);
+    topics_.AddLive("orders.a", 2, 0);
   }
   clock_.AdvanceMs(1000);
   // 4 live now: one more fits, two do not; other topics are not counted.

@@ -191,6 +191,45 @@ TEST_F(DelivererTest, LeaseExpiryCountsTowardsMaxAttempts) {
   EXPECT_EQ(Counts("t").live, 0);
 }
 
+// A topic's live payload bytes (what the pending_bytes quota counts)
+// follow a job on every path out of delivery: an ack deletes it without
+// reading the record, taking its size from the lease; a lease expiry with
+// no attempt left makes it DEAD; a Cancel in flight ends it.
+TEST_F(DelivererTest, LivePayloadBytesFollowAJobOnEveryPathOut) {
+  service().Start();
+  Sub sub = Subscribe("t", 1);
+  MustSchedule("t", "acked", 0, "12345");
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  Quiesce();
+  EXPECT_EQ(Counts("t").in_flight, 1);
+  EXPECT_EQ(Counts("t").live_payload_bytes, 5);  // in flight still counts
+  EXPECT_EQ(AckCode(sub.sink->at(0).ack_token()), absl::StatusCode::kOk);
+  EXPECT_EQ(Counts("t").live_payload_bytes, 0);
+
+  MustScheduleWith("t", "dies", 0, Retry(1, 1000));  // payload "p"
+  ASSERT_TRUE(sub.sink->WaitFor(2));
+  EXPECT_EQ(Counts("t").live_payload_bytes, 1);
+  clock_.AdvanceMs(1000);  // the lease expires: out of attempts
+  Quiesce();
+  ASSERT_OK_AND_ASSIGN(v1::Job dead, service().GetJob(GetReq("t", "dies")));
+  EXPECT_EQ(dead.state(), v1::JOB_STATE_DEAD);
+  EXPECT_EQ(Counts("t").live_payload_bytes, 0);
+
+  MustSchedule("t", "canceled", 0, "abc");
+  ASSERT_TRUE(sub.sink->WaitFor(3));
+  EXPECT_EQ(Counts("t").live_payload_bytes, 3);
+  v1::CancelRequest cancel;
+  cancel.mutable_key()->set_topic("t");
+  cancel.mutable_key()->set_id("canceled");
+  ASSERT_OK_AND_ASSIGN(v1::CancelResponse canceled, service().Cancel(cancel));
+  EXPECT_EQ(canceled.outcome(), v1::CANCEL_OUTCOME_CANCELED_IN_FLIGHT);
+  EXPECT_EQ(Counts("t").live_payload_bytes, 0);
+  // Its ack, accepted, takes nothing more off.
+  EXPECT_EQ(AckCode(sub.sink->at(2).ack_token()), absl::StatusCode::kOk);
+  EXPECT_EQ(Counts("t").live_payload_bytes, 0);
+  EXPECT_EQ(Counts("t").live, 0);
+}
+
 TEST_F(DelivererTest, ExtendLeaseMovesTheDeadline) {
   service().Start();
   Sub sub = Subscribe("t");

@@ -166,20 +166,60 @@ TEST_F(JobLedgerTest, OfReadsTheChangeOffAMutation) {
   record.mutable_job()->set_id(kId);
   record.mutable_job()->set_state(v1::JOB_STATE_SCHEDULED);
   *record.mutable_job()->mutable_fire_at() = storage::UnixMsToTimestamp(kT0);
+  record.mutable_job()->set_payload("12345");
   const storage::Mutation put =
       storage::Mutation::Put(record, std::nullopt, std::nullopt);
   JobLedger::Change c =
-      JobLedger::Of(put, v1::JOB_STATE_UNSPECIFIED, Cause::kScheduled);
+      JobLedger::Of(put, v1::JOB_STATE_UNSPECIFIED, 0, Cause::kScheduled);
   EXPECT_EQ(c.topic, kTopic);
   EXPECT_EQ(c.id, kId);
   EXPECT_EQ(c.after, v1::JOB_STATE_SCHEDULED);
   EXPECT_EQ(c.due_ms, kT0);
   EXPECT_EQ(c.cause, Cause::kScheduled);
+  EXPECT_EQ(c.payload_bytes_before, 0);
+  EXPECT_EQ(c.payload_bytes_after, 5);
   const storage::Mutation del =
       storage::Mutation::Delete(kTopic, kId, kT0, std::nullopt);
-  c = JobLedger::Of(del, v1::JOB_STATE_IN_FLIGHT);
+  c = JobLedger::Of(del, v1::JOB_STATE_IN_FLIGHT, 5);
   EXPECT_EQ(c.after, v1::JOB_STATE_UNSPECIFIED);
   EXPECT_EQ(c.due_ms, std::nullopt);
+  EXPECT_EQ(c.payload_bytes_before, 5);
+  EXPECT_EQ(c.payload_bytes_after, 0);
+}
+
+// The payload bytes of a topic's live jobs follow every change of a live
+// job, from the sizes before and after it, and count nothing that is not
+// live.
+TEST_F(JobLedgerTest, LivePayloadBytesFollowTheLiveJobs) {
+  const auto apply = [&](v1::JobState before, int64_t bytes_before,
+                         v1::JobState after, int64_t bytes_after) {
+    JobLedger::Change c;
+    c.topic = kTopic;
+    c.id = kId;
+    c.before = before;
+    c.after = after;
+    c.payload_bytes_before = bytes_before;
+    c.payload_bytes_after = bytes_after;
+    ledger_.Apply(c);
+    return Counts().live_payload_bytes;
+  };
+  using v1::JOB_STATE_CANCELED;
+  using v1::JOB_STATE_DEAD;
+  using v1::JOB_STATE_IN_FLIGHT;
+  using v1::JOB_STATE_SCHEDULED;
+  using v1::JOB_STATE_UNSPECIFIED;
+  EXPECT_EQ(apply(JOB_STATE_UNSPECIFIED, 0, JOB_STATE_SCHEDULED, 100), 100);
+  // Replaced with another payload.
+  EXPECT_EQ(apply(JOB_STATE_SCHEDULED, 100, JOB_STATE_SCHEDULED, 40), 40);
+  EXPECT_EQ(apply(JOB_STATE_SCHEDULED, 40, JOB_STATE_IN_FLIGHT, 40), 40);
+  // Canceled in flight: no longer live.
+  EXPECT_EQ(apply(JOB_STATE_IN_FLIGHT, 40, JOB_STATE_CANCELED, 40), 0);
+  EXPECT_EQ(apply(JOB_STATE_CANCELED, 40, JOB_STATE_UNSPECIFIED, 0), 0);
+  EXPECT_EQ(apply(JOB_STATE_UNSPECIFIED, 0, JOB_STATE_SCHEDULED, 7), 7);
+  EXPECT_EQ(apply(JOB_STATE_SCHEDULED, 7, JOB_STATE_DEAD, 7), 0);
+  // Redriven.
+  EXPECT_EQ(apply(JOB_STATE_DEAD, 7, JOB_STATE_SCHEDULED, 7), 7);
+  EXPECT_EQ(Counts().live, 1);
 }
 
 }  // namespace
