@@ -32,6 +32,10 @@
 //                       At most N jobs pending (scheduled, ready or in
 //                       flight) in the topics PATTERN matches, counted over
 //                       everyone's jobs; 0-1000000000000. One per pattern.
+//   quota pending_bytes PATTERN N
+//                       At most N bytes of payload in the jobs pending in
+//                       the topics PATTERN matches, counted as `pending`
+//                       counts jobs; 0-1000000000000000. One per pattern.
 //   quota subscriptions N
 //                       At most N Subscribe streams open at once;
 //                       0-1000000.
@@ -100,13 +104,16 @@ struct Quotas {
   // with room for `burst` at once. 0: no limit.
   int64_t schedules_per_second = 0;
   int64_t burst = 0;
-  // Jobs pending (scheduled, ready or in flight) in the topics that match
-  // `pattern`, whoever scheduled them.
+  // A limit on what is pending (scheduled, ready or in flight) in the
+  // topics that match `pattern`, whoever scheduled it.
   struct Pending {
     std::string pattern;
-    int64_t max_jobs = 0;
+    int64_t limit = 0;
   };
+  // Jobs pending.
   std::vector<Pending> pending;
+  // Bytes of payload pending.
+  std::vector<Pending> pending_bytes;
   // Open Subscribe streams at once. -1: no limit.
   int64_t subscriptions = -1;
 };

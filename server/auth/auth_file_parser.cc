@@ -39,7 +39,7 @@ constexpr absl::string_view kKnownPermissions =
 constexpr absl::string_view kKnownDirectives =
     "principal, token, identity, grant, quota";
 constexpr absl::string_view kKnownQuotas =
-    "schedules_per_second, pending, subscriptions";
+    "schedules_per_second, pending, pending_bytes, subscriptions";
 
 bool IsTopicChar(char c) {
   return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
@@ -404,20 +404,24 @@ absl::Status Parser::AddQuota(const std::vector<absl::string_view>& words) {
     quotas.burst = *burst;
     return absl::OkStatus();
   }
-  if (kind == "pending") {
-    if (args != 2) return Error("quota pending takes PATTERN N");
-    absl::StatusOr<std::string> pattern = Pattern("quota pending", words[2]);
+  if (kind == "pending" || kind == "pending_bytes") {
+    const std::string what = absl::StrCat("quota ", kind);
+    if (args != 2) return Error(absl::StrCat(what, " takes PATTERN N"));
+    absl::StatusOr<std::string> pattern = Pattern(what, words[2]);
     if (!pattern.ok()) return pattern.status();
-    for (const Quotas::Pending& p : quotas.pending) {
+    std::vector<Quotas::Pending>& list =
+        kind == "pending" ? quotas.pending : quotas.pending_bytes;
+    for (const Quotas::Pending& p : list) {
       if (p.pattern == *pattern) {
         return Error(
-            absl::StrCat("quota pending ", Quote(*pattern), " is given twice"));
+            absl::StrCat(what, " ", Quote(*pattern), " is given twice"));
       }
     }
     absl::StatusOr<int64_t> max =
-        Number("quota pending", words[3], 0, 1'000'000'000'000);
+        Number(what, words[3], 0,
+               kind == "pending" ? 1'000'000'000'000 : 1'000'000'000'000'000);
     if (!max.ok()) return max.status();
-    quotas.pending.push_back({*std::move(pattern), *max});
+    list.push_back({*std::move(pattern), *max});
     return absl::OkStatus();
   }
   if (kind == "subscriptions") {

@@ -13,9 +13,13 @@
 //     plus the jobs of calls admitted and still writing, plus the call's own
 //     new jobs, must stay within N. A call counts every job it carries as
 //     new (a retry of an existing id too);
+//   * pending_bytes PATTERN N: the same, counting the payload bytes of
+//     those jobs (TopicTable's live payload bytes, which recovery rebuilds
+//     from the sizes in the due index) instead of the jobs;
 //   * subscriptions N: Subscribe streams open at once.
-// What a call reserved (pending jobs, a subscription) is held by its Ticket
-// and given back when the Ticket goes: after the job service applied the
+// What a call reserved (pending jobs and bytes, a subscription) is held by
+// its Ticket
+// and given back when it goes: after the job service applied the
 // write (the jobs then count as live), or when the stream ends. Tokens are
 // spent for good.
 //
@@ -62,8 +66,9 @@ class QuotaKeeper {
 
     QuotaKeeper* keeper_ = nullptr;
     std::string principal_;
-    // Pending jobs reserved, by pattern.
+    // Pending jobs and payload bytes reserved, by pattern.
     std::vector<std::pair<std::string, int64_t>> pending_;
+    std::vector<std::pair<std::string, int64_t>> pending_bytes_;
     bool subscription_ = false;
   };
 
@@ -74,9 +79,14 @@ class QuotaKeeper {
   QuotaKeeper(const QuotaKeeper&) = delete;
   QuotaKeeper& operator=(const QuotaKeeper&) = delete;
 
-  // Jobs of these topics (one entry per job), scheduled by `caller`.
-  absl::StatusOr<Ticket> AdmitJobs(
-      const Caller& caller, const std::vector<absl::string_view>& topics);
+  // One job a call would add.
+  struct NewJob {
+    absl::string_view topic;
+    int64_t payload_bytes = 0;
+  };
+  // These jobs, scheduled by `caller`.
+  absl::StatusOr<Ticket> AdmitJobs(const Caller& caller,
+                                   const std::vector<NewJob>& jobs);
   // One more Subscribe stream of `caller`.
   absl::StatusOr<Ticket> AdmitSubscription(const Caller& caller);
 
@@ -85,12 +95,23 @@ class QuotaKeeper {
     double tokens = 0;
     int64_t refilled_ms = 0;
     bool started = false;
-    absl::flat_hash_map<std::string, int64_t> reserved;  // by pattern
+    // By pattern: the jobs and the payload bytes of calls still writing.
+    absl::flat_hash_map<std::string, int64_t> reserved;
+    absl::flat_hash_map<std::string, int64_t> reserved_bytes;
     int64_t subscriptions = 0;
   };
 
   absl::Status Refuse(const Caller& caller, absl::string_view quota,
                       std::string message);
+  // Refuses when, for some quota of `quotas` (`kind`: "pending" or
+  // "pending_bytes"), what is live and reserved plus `adding` (by quota)
+  // passes its limit.
+  absl::Status CheckPending(
+      const Caller& caller, absl::string_view kind,
+      const std::vector<auth::Quotas::Pending>& quotas,
+      const std::vector<int64_t>& adding,
+      const absl::flat_hash_map<std::string, int64_t>& reserved)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TopicTable* const topics_;
   timer::Clock* const clock_;

@@ -8,6 +8,12 @@ QuotaMetrics::QuotaMetrics(prometheus::Registry& registry)
                     .Help("Jobs of Schedule and ScheduleBatch calls let "
                           "through the quotas, by principal")
                     .Register(registry)),
+      admitted_bytes_(prometheus::BuildCounter()
+                          .Name("delayd_principal_payload_bytes_admitted_total")
+                          .Help("Payload bytes of the jobs of Schedule and "
+                                "ScheduleBatch calls let through the quotas, "
+                                "by principal")
+                          .Register(registry)),
       subscriptions_(prometheus::BuildGauge()
                          .Name("delayd_principal_subscriptions")
                          .Help("Subscribe streams open, by principal")
@@ -20,9 +26,12 @@ QuotaMetrics::QuotaMetrics(prometheus::Registry& registry)
 
 // prometheus-cpp's Add finds the series of these labels, or makes it, under
 // the family's own lock.
-void QuotaMetrics::Admitted(absl::string_view principal, int64_t jobs) {
+void QuotaMetrics::Admitted(absl::string_view principal, int64_t jobs,
+                            int64_t payload_bytes) {
   admitted_.Add({{"principal", std::string(principal)}})
       .Increment(static_cast<double>(jobs));
+  admitted_bytes_.Add({{"principal", std::string(principal)}})
+      .Increment(static_cast<double>(payload_bytes));
 }
 
 void QuotaMetrics::Subscriptions(absl::string_view principal, int64_t open) {

@@ -1,7 +1,7 @@
 // The fixture of the security end-to-end tests (docs/security.md): a
 // public key infrastructure made by the openssl tool in the test's temp
-// dir, an auth file of four principals (orders, billing, ops, quota), a real
-// delayd serving TLS with it, and raw stubs that send a bearer token. Not
+// dir, an auth file of five principals (orders, billing, ops, quota, bytes), a
+// real delayd serving TLS with it, and raw stubs that send a bearer token. Not
 // thread-safe; one per test.
 #ifndef DELAYD_TESTS_E2E_SECURITY_FIXTURE_H_
 #define DELAYD_TESTS_E2E_SECURITY_FIXTURE_H_
@@ -95,6 +95,7 @@ constexpr char kBillingToken[] = "billing-secret-token";
 constexpr char kOpsToken[] = "ops-secret-token";
 constexpr char kLateToken[] = "late-comer-token";
 constexpr char kQuotaToken[] = "quota-token";
+constexpr char kBytesToken[] = "bytes-token";
 
 inline std::string AuthFile(bool with_late_comer = false) {
   std::string text = absl::StrCat(
@@ -116,7 +117,12 @@ inline std::string AuthFile(bool with_late_comer = false) {
       server::auth::Sha256Hex(kQuotaToken), "\n",
       "  grant schedule,read,consume quota.*\n"
       "  quota pending quota.* 3\n"
-      "  quota subscriptions 1\n");
+      "  quota subscriptions 1\n"
+      "principal bytes\n"
+      "  token sha256:",
+      server::auth::Sha256Hex(kBytesToken), "\n",
+      "  grant schedule,cancel,read bytes.*\n"
+      "  quota pending_bytes bytes.* 1000\n");
   if (with_late_comer) {
     absl::StrAppend(&text, "principal late\n  token sha256:",
                     server::auth::Sha256Hex(kLateToken),

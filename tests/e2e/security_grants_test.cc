@@ -314,6 +314,69 @@ TEST_F(SecurityTest, QuotasRefuseTheExcessAndSurviveARestart) {
             grpc::StatusCode::NOT_FOUND);
 }
 
+// pending_bytes counts the payload bytes of the live jobs: a call past it
+// is refused and stores nothing; a canceled job gives its bytes back; after
+// kill -9 the bytes are counted again from the store.
+TEST_F(SecurityTest, APendingBytesQuotaRefusesTheExcessAndSurvivesARestart) {
+  StartServer();
+  auto stub = TlsStub();
+  const auto job = [](const std::string& id, size_t bytes) {
+    v1::JobSpec spec = Job("bytes.a", id);
+    spec.set_payload(std::string(bytes, 'b'));
+    return spec;
+  };
+  ASSERT_TRUE(Schedule(*stub, kBytesToken, job("1", 400)).ok());
+  ASSERT_TRUE(Schedule(*stub, kBytesToken, job("2", 500)).ok());
+  const grpc::Status refused = Schedule(*stub, kBytesToken, job("3", 101));
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(refused.error_message(),
+            "quota pending_bytes bytes.* of principal 'bytes': 900 bytes of "
+            "payload pending there, and this call adds 101; the limit is "
+            "1000");
+  EXPECT_EQ(GetJob(*stub, kOpsToken, "bytes.a", "3").error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  ASSERT_TRUE(Schedule(*stub, kBytesToken, job("3", 100)).ok());  // 1000
+  EXPECT_EQ(Schedule(*stub, kBytesToken, job("4", 1)).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  {  // Canceled, job 2 gives its 500 bytes back.
+    grpc::ClientContext context;
+    Authorize(context, kBytesToken);
+    v1::CancelRequest request;
+    request.mutable_key()->set_topic("bytes.a");
+    request.mutable_key()->set_id("2");
+    v1::CancelResponse response;
+    ASSERT_TRUE(stub->Cancel(&context, request, &response).ok());
+    EXPECT_EQ(response.outcome(), v1::CANCEL_OUTCOME_CANCELED);
+  }
+  ASSERT_TRUE(Schedule(*stub, kBytesToken, job("4", 499)).ok());  // 999
+  const std::string metrics = ScrapeMetrics(server_->http_address());
+  EXPECT_NE(metrics.find("delayd_quota_refusals_total{principal=\"bytes\","
+                         "quota=\"pending_bytes\"} 2"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("delayd_principal_payload_bytes_admitted_total{"
+                         "principal=\"bytes\"} 1499"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("delayd_pending_payload_bytes{topic=\"bytes.a\"} 999"),
+            std::string::npos)
+      << metrics;
+
+  // After kill -9 the 999 bytes pending are counted again from the store.
+  server_->KeepDir();
+  const std::string dir = server_->dir();
+  server_->Signal(SIGKILL);
+  ASSERT_TRUE(server_->Wait().ok());
+  server_.reset();
+  StartServer({}, dir);
+  stub = TlsStub();
+  EXPECT_EQ(Schedule(*stub, kBytesToken, job("5", 2)).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(GetJob(*stub, kOpsToken, "bytes.a", "5").error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(Schedule(*stub, kBytesToken, job("5", 1)).ok());
+}
+
 TEST_F(SecurityTest, SighupReadsTheAuthFileAgain) {
   StartServer();
   auto stub = TlsStub();

@@ -45,15 +45,24 @@ TEST(AuthConfigTest, QuotasParse) {
       MustParse(WithPrincipal("quota schedules_per_second 500 burst 2000\n"
                               "quota pending orders.** 100000\n"
                               "quota pending billing.x 0\n"
+                              "quota pending_bytes orders.* 1000000\n"
+                              "quota pending_bytes orders.close 0\n"
+                              "quota pending_bytes billing.x 1000000000000000\n"
                               "quota subscriptions 4\n"));
   const Quotas& q = config.principals()[0].quotas;
   EXPECT_EQ(q.schedules_per_second, 500);
   EXPECT_EQ(q.burst, 2000);
   ASSERT_EQ(q.pending.size(), 2u);
   EXPECT_EQ(q.pending[0].pattern, "orders.*");
-  EXPECT_EQ(q.pending[0].max_jobs, 100000);
+  EXPECT_EQ(q.pending[0].limit, 100000);
   EXPECT_EQ(q.pending[1].pattern, "billing.x");
-  EXPECT_EQ(q.pending[1].max_jobs, 0);
+  EXPECT_EQ(q.pending[1].limit, 0);
+  ASSERT_EQ(q.pending_bytes.size(), 3u);
+  EXPECT_EQ(q.pending_bytes[0].pattern, "orders.*");
+  EXPECT_EQ(q.pending_bytes[0].limit, 1'000'000);
+  EXPECT_EQ(q.pending_bytes[1].pattern, "orders.close");
+  EXPECT_EQ(q.pending_bytes[1].limit, 0);
+  EXPECT_EQ(q.pending_bytes[2].limit, 1'000'000'000'000'000);
   EXPECT_EQ(q.subscriptions, 4);
   // Burst defaults to the rate; no quota line: no limit.
   const AuthConfig plain =
@@ -61,13 +70,14 @@ TEST(AuthConfigTest, QuotasParse) {
   EXPECT_EQ(plain.principals()[0].quotas.burst, 7);
   EXPECT_EQ(plain.principals()[0].quotas.subscriptions, -1);
   EXPECT_TRUE(plain.principals()[0].quotas.pending.empty());
+  EXPECT_TRUE(plain.principals()[0].quotas.pending_bytes.empty());
 }
 
 TEST(AuthConfigRefusalTest, BadQuotas) {
   ExpectRefused(WithPrincipal("quota\n"), 3, "quota takes a kind");
   ExpectRefused(WithPrincipal("quota bandwidth 5\n"), 3,
                 "unknown quota \"bandwidth\" (known: schedules_per_second, "
-                "pending, subscriptions)");
+                "pending, pending_bytes, subscriptions)");
   ExpectRefused(WithPrincipal("quota schedules_per_second 0\n"), 3,
                 "schedules_per_second must be a whole number from 1 to "
                 "1000000000, got \"0\"");
@@ -88,6 +98,19 @@ TEST(AuthConfigRefusalTest, BadQuotas) {
                 "given twice");
   ExpectRefused(WithPrincipal("quota pending a 99999999999999999999\n"), 3,
                 "from 0 to 1000000000000");
+  ExpectRefused(WithPrincipal("quota pending_bytes orders.*\n"), 3,
+                "quota pending_bytes takes PATTERN N");
+  ExpectRefused(WithPrincipal("quota pending_bytes a/b 5\n"), 3,
+                "quota pending_bytes pattern \"a/b\" holds");
+  // One per pattern and kind: pending and pending_bytes of one pattern
+  // are two quotas.
+  ExpectRefused(WithPrincipal("quota pending a 1\nquota pending_bytes a 2\n"
+                              "quota pending_bytes a 3\n"),
+                5, "quota pending_bytes \"a\" is given twice");
+  ExpectRefused(WithPrincipal("quota pending_bytes a 1000000000000001\n"), 3,
+                "from 0 to 1000000000000000");
+  ExpectRefused(WithPrincipal("quota pending_bytes a 64MiB\n"), 3,
+                "whole number");
   ExpectRefused(WithPrincipal("quota subscriptions 1000001\n"), 3,
                 "from 0 to 1000000");
   ExpectRefused(WithPrincipal("quota subscriptions 1\nquota subscriptions 1\n"),

@@ -33,6 +33,7 @@ class QuotaKeeperTest : public ::testing::Test {
                         << "  grant admin *\n"
                         << "  quota schedules_per_second 10 burst 4\n"
                         << "  quota pending orders.* 5\n"
+                        << "  quota pending_bytes big.* 1000\n"
                         << "  quota subscriptions 2\n"
                         << "principal free\n"
                         << "  token sha256:" << auth::Sha256Hex("free") << "\n"
@@ -47,9 +48,12 @@ class QuotaKeeperTest : public ::testing::Test {
     return access_->Authenticate(credentials).value_or(Caller());
   }
 
+  // Jobs of these topics with empty payloads.
   absl::StatusOr<QuotaKeeper::Ticket> Jobs(const Caller& caller,
                                            std::vector<absl::string_view> t) {
-    return keeper_.AdmitJobs(caller, t);
+    std::vector<QuotaKeeper::NewJob> jobs;
+    for (absl::string_view topic : t) jobs.push_back({topic, 0});
+    return keeper_.AdmitJobs(caller, jobs);
   }
 
   std::unique_ptr<Access> access_;
@@ -88,7 +92,7 @@ TEST_F(QuotaKeeperTest, SchedulesPerSecondIsATokenBucket) {
   EXPECT_FALSE(Jobs(limited, {"1"}).ok());
   // Others and open access have no quota.
   for (int i = 0; i < 100; ++i) EXPECT_OK(Jobs(As("free"), {"x"}));
-  EXPECT_OK(keeper_.AdmitJobs(Caller(), {"x"}));
+  EXPECT_OK(keeper_.AdmitJobs(Caller(), {{"x", 0}}));
 }
 
 TEST_F(QuotaKeeperTest, PendingCountsLiveJobsAndCallsStillWriting) {
@@ -117,6 +121,38 @@ TEST_F(QuotaKeeperTest, PendingCountsLiveJobsAndCallsStillWriting) {
   EXPECT_OK(Jobs(limited, {"orders.x", "billing.y", "other"}));
 }
 
+TEST_F(QuotaKeeperTest, PendingBytesCountLivePayloadsAndCallsStillWriting) {
+  const Caller limited = As("limited");
+  topics_.AddLive("big.a", 1, 300);
+  topics_.AddLive("small", 1, 5000);  // not under big.*
+  {
+    // 300 live + 400 reserved by a call still writing + 301 more > 1000.
+    ASSERT_OK_AND_ASSIGN(QuotaKeeper::Ticket writing,
+                         keeper_.AdmitJobs(limited, {{"big.b", 400}}));
+    absl::StatusOr<QuotaKeeper::Ticket> refused =
+        keeper_.AdmitJobs(limited, {{"big.c", 300}, {"big.d", 1}});
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(refused.status().message(),
+              "quota pending_bytes big.* of principal 'limited': 700 bytes "
+              "of payload pending there, and this call adds 301; the limit "
+              "is 1000");
+    clock_.AdvanceMs(1000);
+    EXPECT_OK(keeper_.AdmitJobs(limited, {{"big.c", 300}}));  // at the limit
+    // Empty payloads and other topics add nothing.
+    EXPECT_OK(keeper_.AdmitJobs(limited, {{"big.e", 0}, {"small", 9000}}));
+    // The writing call's job becomes live; its ticket goes.
+    topics_.AddLive("big.b", 1, 400);
+  }
+  clock_.AdvanceMs(1000);
+  // 700 live now: 300 more fit, 301 do not.
+  EXPECT_FALSE(keeper_.AdmitJobs(limited, {{"big.x", 301}}).ok());
+  EXPECT_OK(keeper_.AdmitJobs(limited, {{"big.x", 300}}));
+  // Jobs leaving give their bytes back.
+  topics_.AddLive("big.a", -1, -300);
+  clock_.AdvanceMs(1000);
+  EXPECT_OK(keeper_.AdmitJobs(limited, {{"big.y", 300}}));
+}
+
 TEST_F(QuotaKeeperTest, SubscriptionsAreHeldUntilTheTicketGoes) {
   const Caller limited = As("limited");
   ASSERT_OK_AND_ASSIGN(QuotaKeeper::Ticket first,
@@ -140,6 +176,9 @@ TEST_F(QuotaKeeperTest, SubscriptionsAreHeldUntilTheTicketGoes) {
 TEST_F(QuotaKeeperTest, RefusalsAndUseAreCountedPerPrincipal) {
   const Caller limited = As("limited");
   for (int i = 0; i < 6; ++i) (void)Jobs(limited, {"x"});
+  clock_.AdvanceMs(1000);
+  (void)keeper_.AdmitJobs(limited, {{"big.a", 600}, {"y", 50}});
+  (void)keeper_.AdmitJobs(limited, {{"big.a", 1001}});
   std::string text;
   for (const auto& family : registry_.Collect()) {
     for (const auto& metric : family.metric) {
@@ -152,7 +191,11 @@ TEST_F(QuotaKeeperTest, RefusalsAndUseAreCountedPerPrincipal) {
     }
   }
   EXPECT_THAT(text, HasSubstr("delayd_principal_jobs_admitted_total{"
-                              "principal=limited,} 4"));
+                              "principal=limited,} 6"));
+  EXPECT_THAT(text, HasSubstr("delayd_principal_payload_bytes_admitted_total{"
+                              "principal=limited,} 650"));
+  EXPECT_THAT(text, HasSubstr("delayd_quota_refusals_total{principal=limited,"
+                              "quota=pending_bytes,} 1"));
   EXPECT_THAT(text, HasSubstr("delayd_quota_refusals_total{principal=limited,"
                               "quota=schedules_per_second,} 2"));
 }
