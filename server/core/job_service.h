@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -122,6 +123,11 @@ class JobService {
       const v1::ScheduleBatchRequest& req) {
     return writer_.ScheduleBatch(req);
   }
+  // The requests of a ScheduleStream, answered in order (JobWriter::Stream).
+  std::vector<v1::ScheduleStreamResponse> Stream(
+      std::span<const v1::ScheduleStreamRequest* const> requests) {
+    return writer_.Stream(requests);
+  }
   absl::StatusOr<v1::RescheduleResponse> Reschedule(
       const v1::RescheduleRequest& req) {
     return writer_.Reschedule(req);
@@ -184,6 +190,7 @@ class JobService {
     return fire_.Idle() && occurrences_.Idle() && deliverer_.IdleForTesting();
   }
   const TopicTable& topics() const { return topics_; }
+  const Limits& limits() const { return limits_; }
   size_t timers_pending() const { return scheduler_.size(); }
 
  private:

@@ -7,7 +7,9 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -277,28 +279,55 @@ absl::StatusOr<v1::ScheduleBatchResponse> JobWriter::ScheduleBatch(
     return absl::InvalidArgumentError(absl::StrCat(
         "requests: must hold 1-", d_.limits->max_batch, " requests, got ", n));
   }
-  const int64_t now_ms = d_.clock->NowMs();
+  std::vector<const v1::ScheduleRequest*> requests;
+  requests.reserve(n);
+  for (const v1::ScheduleRequest& r : req.requests()) requests.push_back(&r);
+  absl::StatusOr<std::vector<absl::StatusOr<v1::ScheduleResponse>>> results =
+      ScheduleMany(
+          requests, [](size_t i) { return absl::StrCat("requests[", i, "]."); },
+          /*limit_reply=*/true);
+  if (!results.ok()) return results.status();
   v1::ScheduleBatchResponse response;
+  for (absl::StatusOr<v1::ScheduleResponse>& r : *results) {
+    v1::ScheduleResult* result = response.add_results();
+    if (!r.ok()) {
+      result->set_code(static_cast<int>(r.status().code()));
+      result->set_message(std::string(r.status().message()));
+      continue;
+    }
+    result->mutable_job()->Swap(r->mutable_job());
+    result->set_created(r->created());
+  }
+  return response;
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<v1::ScheduleResponse>>>
+JobWriter::ScheduleMany(std::span<const v1::ScheduleRequest* const> requests,
+                        absl::FunctionRef<std::string(size_t)> field_of,
+                        bool limit_reply) {
+  const size_t n = requests.size();
+  const int64_t now_ms = d_.clock->NowMs();
+  std::vector<absl::StatusOr<v1::ScheduleResponse>> results(
+      n, v1::ScheduleResponse());
   std::vector<std::optional<Planned>> plans(n);
   absl::flat_hash_map<JobKey, size_t> first_of;
   std::vector<uint64_t> hashes;
   std::vector<storage::JobKeyView> keys;
   for (size_t i = 0; i < n; ++i) {
-    v1::ScheduleResult* result = response.add_results();
-    const std::string field = absl::StrCat("requests[", i, "].");
-    absl::StatusOr<Planned> plan = Plan(field, req.requests(i), now_ms);
+    const std::string field = field_of(i);
+    absl::StatusOr<Planned> plan = Plan(field, *requests[i], now_ms);
     if (!plan.ok()) {
-      result->set_code(static_cast<int>(plan.status().code()));
-      result->set_message(std::string(plan.status().message()));
+      results[i] = plan.status();
       continue;
     }
     const v1::JobSpec& spec = plan->request.job();
     auto [it, inserted] =
         first_of.try_emplace(JobKey{spec.topic(), spec.id()}, i);
     if (!inserted) {
-      result->set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
-      result->set_message(absl::StrCat(
-          field, "job.id: names the same job as requests[", it->second, "]"));
+      std::string first = field_of(it->second);
+      if (!first.empty() && first.back() == '.') first.pop_back();
+      results[i] = absl::InvalidArgumentError(
+          absl::StrCat(field, "job.id: names the same job as ", first));
       continue;
     }
     plans[i] = *std::move(plan);
@@ -329,22 +358,27 @@ absl::StatusOr<v1::ScheduleBatchResponse> JobWriter::ScheduleBatch(
     }
     if (withdraw.has_value()) mutations.push_back(*withdraw);
   }
-  // Refuse, before writing, a batch whose reply the client could not receive
-  // (16 bytes a result over-estimate its framing, code and flag).
-  size_t reply_bytes = 0;
-  for (size_t i = 0; i < n; ++i) {
-    reply_bytes += 16 + response.results(i).message().size();
-    if (!plans[i]) continue;
-    reply_bytes += decisions[i].status.ok()
-                       ? decisions[i].job.ByteSizeLong()
-                       : decisions[i].status.message().size();
-  }
-  if (reply_bytes > d_.limits->max_reply_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "requests: the reply would hold ", reply_bytes,
-        " bytes, over the limit of ", d_.limits->max_reply_bytes,
-        " (what a gRPC client receives by default); send fewer or smaller "
-        "jobs per batch"));
+  if (limit_reply) {
+    // Refuse, before writing, a batch whose reply the client could not
+    // receive (16 bytes a result over-estimate its framing, code and flag).
+    size_t reply_bytes = 0;
+    for (size_t i = 0; i < n; ++i) {
+      reply_bytes += 16;
+      if (!plans[i]) {
+        reply_bytes += results[i].status().message().size();
+        continue;
+      }
+      reply_bytes += decisions[i].status.ok()
+                         ? decisions[i].job.ByteSizeLong()
+                         : decisions[i].status.message().size();
+    }
+    if (reply_bytes > d_.limits->max_reply_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "requests: the reply would hold ", reply_bytes,
+          " bytes, over the limit of ", d_.limits->max_reply_bytes,
+          " (what a gRPC client receives by default); send fewer or smaller "
+          "jobs per batch"));
+    }
   }
   if (absl::Status s = d_.store->Apply(mutations, storage::Durability::kSync);
       !s.ok()) {
@@ -353,17 +387,93 @@ absl::StatusOr<v1::ScheduleBatchResponse> JobWriter::ScheduleBatch(
   for (size_t i = 0; i < n; ++i) {
     if (!plans[i]) continue;
     Decision& d = decisions[i];
-    v1::ScheduleResult* result = response.mutable_results(i);
     if (!d.status.ok()) {
-      result->set_code(static_cast<int>(d.status.code()));
-      result->set_message(std::string(d.status.message()));
+      results[i] = d.status;
       continue;
     }
     Commit(d);
-    *result->mutable_job() = std::move(d.job);
-    result->set_created(d.created);
+    *results[i]->mutable_job() = std::move(d.job);
+    results[i]->set_created(d.created);
   }
-  return response;
+  return results;
+}
+
+std::vector<v1::ScheduleStreamResponse> JobWriter::Stream(
+    std::span<const v1::ScheduleStreamRequest* const> requests) {
+  std::vector<v1::ScheduleStreamResponse> out(requests.size());
+  const auto answer = [](v1::ScheduleStreamResponse& response,
+                         const absl::Status& status) {
+    response.set_code(static_cast<int>(status.code()));
+    response.set_message(std::string(status.message()));
+  };
+  size_t i = 0;
+  while (i < requests.size()) {
+    const v1::ScheduleStreamRequest& request = *requests[i];
+    v1::ScheduleStreamResponse& response = out[i];
+    if (request.has_reschedule()) {
+      absl::StatusOr<v1::RescheduleResponse> r =
+          Reschedule(request.reschedule());
+      if (r.ok()) {
+        response.mutable_reschedule()->Swap(&*r);
+      } else {
+        answer(response, r.status());
+      }
+      ++i;
+      continue;
+    }
+    if (request.has_cancel()) {
+      absl::StatusOr<v1::CancelResponse> r = Cancel(request.cancel());
+      if (r.ok()) {
+        response.mutable_cancel()->Swap(&*r);
+      } else {
+        answer(response, r.status());
+      }
+      ++i;
+      continue;
+    }
+    if (!request.has_schedule()) {
+      answer(response,
+             absl::InvalidArgumentError(
+                 "request: must hold schedule, reschedule or cancel"));
+      ++i;
+      continue;
+    }
+    // The run: consecutive Schedules of distinct jobs (an empty id is made
+    // by the server, distinct), an occurrence's id alone.
+    std::vector<const v1::ScheduleRequest*> run;
+    absl::flat_hash_set<JobKey> named;
+    size_t end = i;
+    for (; end < requests.size() && requests[end]->has_schedule(); ++end) {
+      const v1::JobSpec& spec = requests[end]->schedule().job();
+      const bool alone = absl::StrContains(spec.id(), '@');
+      if (!run.empty() &&
+          (alone || (!spec.id().empty() &&
+                     named.contains(JobKey{spec.topic(), spec.id()})))) {
+        break;
+      }
+      if (!spec.id().empty()) named.insert(JobKey{spec.topic(), spec.id()});
+      run.push_back(&requests[end]->schedule());
+      if (alone) {
+        ++end;
+        break;
+      }
+    }
+    absl::StatusOr<std::vector<absl::StatusOr<v1::ScheduleResponse>>> results =
+        ScheduleMany(
+            run, [](size_t) { return std::string(); }, /*limit_reply=*/false);
+    for (size_t k = 0; k < run.size(); ++k) {
+      v1::ScheduleStreamResponse& r = out[i + k];
+      if (!results.ok()) {
+        answer(r, results.status());
+      } else if (!(*results)[k].ok()) {
+        answer(r, (*results)[k].status());
+      } else {
+        r.mutable_schedule()->Swap(&*(*results)[k]);
+      }
+    }
+    i = end;
+  }
+  return out;
 }
 
 absl::StatusOr<v1::RescheduleResponse> JobWriter::Reschedule(

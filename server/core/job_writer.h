@@ -71,6 +71,17 @@ class JobWriter {
   absl::StatusOr<v1::ScheduleResponse> Schedule(const v1::ScheduleRequest& req);
   absl::StatusOr<v1::ScheduleBatchResponse> ScheduleBatch(
       const v1::ScheduleBatchRequest& req);
+  // Requests of one ScheduleStream, in the order they came: each gets
+  // exactly what its unary rpc would have answered, called alone after the
+  // ones before it. A run of consecutive Schedules of distinct jobs is
+  // decided together and written in one synced batch (one fsync for the
+  // run). A Schedule that names a job already in the run starts a new run,
+  // and one whose id holds '@' runs alone: only an occurrence's id holds
+  // it, and a Schedule that replaces a recurring job may withdraw its
+  // occurrence made ahead, which a later request of the same run would
+  // otherwise see still there.
+  std::vector<v1::ScheduleStreamResponse> Stream(
+      std::span<const v1::ScheduleStreamRequest* const> requests);
   absl::StatusOr<v1::RescheduleResponse> Reschedule(
       const v1::RescheduleRequest& req);
   absl::StatusOr<v1::CancelResponse> Cancel(const v1::CancelRequest& req);
@@ -129,6 +140,16 @@ class JobWriter {
                                      std::vector<uint64_t> hashes);
   absl::StatusOr<Planned> Plan(absl::string_view field,
                                const v1::ScheduleRequest& req, int64_t now_ms);
+  // Schedule of `requests` decided together and written in one synced
+  // batch (ScheduleBatch, and a run of a ScheduleStream). field_of(i) names
+  // request i's fields in its errors ("requests[3]." or ""). With
+  // limit_reply, refuses the whole set when its results would pass
+  // Limits::max_reply_bytes. The outer status fails the whole set (also a
+  // failed store write); otherwise each request has its own result.
+  absl::StatusOr<std::vector<absl::StatusOr<v1::ScheduleResponse>>>
+  ScheduleMany(std::span<const v1::ScheduleRequest* const> requests,
+               absl::FunctionRef<std::string(size_t)> field_of,
+               bool limit_reply);
   // `ahead`: the occurrence the stored job made ahead (Locked).
   Decision Decide(const Planned& plan,
                   const std::optional<storage::JobRecord>& stored,

@@ -7,6 +7,7 @@
 #include "grpcpp/security/auth_context.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/request_parser.h"
+#include "server/rpc/schedule_stream_reactor.h"
 #include "server/rpc/subscribe_reactor.h"
 
 namespace delayd::server {
@@ -39,6 +40,36 @@ DelayQueueService::DelayQueueService(JobService* jobs, RpcMetrics* metrics,
                 Pool::kReads);
   RegisterUnary(14, "PauseJob", &JobService::PauseJob, Pool::kWrites);
   RegisterUnary(15, "ResumeJob", &JobService::ResumeJob, Pool::kWrites);
+  // ScheduleStream, raw bytes both ways (schedule_stream_reactor.h): its
+  // batches run on the writers' pool.
+  MarkMethodRawCallback(
+      16,
+      new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer,
+                                              grpc::ByteBuffer>(
+          [this](grpc::CallbackServerContext* context)
+              -> grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* {
+            absl::Status refusal;
+            Caller caller;
+            if (const State state = state_; state != State::kServing) {
+              refusal = absl::UnavailableError(
+                  state == State::kRecovering
+                      ? "server is recovering; retry shortly"
+                      : "server is shutting down");
+            } else if (absl::StatusOr<Caller> c = Authenticate(*context);
+                       !c.ok()) {
+              refusal = c.status();
+              Audit(Caller(), "ScheduleStream", "", refusal);
+            } else {
+              caller = *std::move(c);
+            }
+            if (!refusal.ok()) {
+              metrics_->Record("ScheduleStream",
+                               static_cast<int>(refusal.code()),
+                               absl::ZeroDuration());
+            }
+            return new ScheduleStreamReactor(jobs_, &writes_, metrics_, quotas_,
+                                             std::move(caller), refusal);
+          }));
 }
 
 absl::StatusOr<Caller> DelayQueueService::Authenticate(

@@ -13,7 +13,9 @@
 // waits. The reactor is finished with the status converted in one place. An rpc
 // not registered here answers UNIMPLEMENTED (the generated default). Subscribe
 // returns a SubscribeReactor (subscribe_reactor.h), which streams what the
-// Deliverer hands it.
+// Deliverer hands it; ScheduleStream a ScheduleStreamReactor
+// (schedule_stream_reactor.h), which runs its requests on the writers' pool
+// in batches.
 //
 // Access (core/access.h) decides who may call what, and QuotaKeeper how much:
 // each call is authenticated, its request authorized and admitted by the

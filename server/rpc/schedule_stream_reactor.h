@@ -1,0 +1,129 @@
+// ScheduleStreamReactor: one ScheduleStream call (delayd.proto) on gRPC's
+// callback API, raw bytes both ways, so that a request protobuf itself
+// refuses gets INVALID_ARGUMENT naming its field, as a unary call does.
+//
+// It keeps one read outstanding while fewer than kMaxWaiting requests (and
+// kMaxWaitingBytes of them) wait unanswered, and one write outstanding.
+// Each request read is parsed, authorized and admitted by the quotas on
+// gRPC's thread; a refused one is answered in its place in the order. The
+// others go to the writes pool in batches of up to Limits::max_batch (and
+// kMaxBatchBytes): one batch at a time per stream, so the answers keep the
+// requests' order (JobService::Stream decides and writes them). Each answer
+// is its own message; all but the last of those queued are written with
+// gRPC's buffer hint, so answers that are ready together leave together.
+//
+// The stream ends OK once the client has half-closed and every request is
+// answered and written; CANCELLED when the client cancels or a write fails.
+// Finish is called only when no batch is running, so OnDone, which deletes
+// the reactor, never races a worker. Callbacks never block: they take a
+// short mutex; reads, writes and Finish are started outside it.
+//
+// Created by DelayQueueService; owns itself (deleted in OnDone).
+#ifndef DELAYD_SERVER_RPC_SCHEDULE_STREAM_REACTOR_H_
+#define DELAYD_SERVER_RPC_SCHEDULE_STREAM_REACTOR_H_
+
+#include <cstddef>
+#include <deque>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "delayd/v1/delayd.pb.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/server_callback.h"
+#include "server/core/access.h"
+#include "server/core/job_service.h"
+#include "server/core/quota_keeper.h"
+#include "server/metrics/rpc_metrics.h"
+#include "server/rpc/worker_pool.h"
+
+namespace delayd::server {
+
+class ScheduleStreamReactor final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  // Requests read and not yet answered, at most.
+  static constexpr size_t kMaxWaiting = 1024;
+  static constexpr size_t kMaxWaitingBytes = 16 << 20;
+  // Request bytes handed to one batch, at most (besides max_batch).
+  static constexpr size_t kMaxBatchBytes = 8 << 20;
+
+  // Finishes at once with `refusal` when it is not OK (not serving, not
+  // authenticated); otherwise starts reading. Everything borrowed must
+  // outlive the stream; null `quotas` is no quota.
+  ScheduleStreamReactor(JobService* jobs, WorkerPool* writes,
+                        RpcMetrics* metrics, QuotaKeeper* quotas, Caller caller,
+                        const absl::Status& refusal);
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  // One request read, in order: to run, or answered already (refused).
+  struct Entry {
+    v1::ScheduleStreamRequest request;
+    bool refused = false;
+    v1::ScheduleStreamResponse answer;  // when refused
+    QuotaKeeper::Ticket ticket;         // what it reserved
+    size_t bytes = 0;
+    absl::Time read_at;
+  };
+  // What to start once the lock is let go. Each is claimed under the lock
+  // (reading_, writing_, running_, finished_), so no other thread finishes
+  // the stream before it is started.
+  struct Actions {
+    bool run = false;  // `batch` to a worker
+    std::deque<Entry> batch;
+    bool write = false;  // writing_buffer_
+    bool more = false;   // more answers queued after it
+    bool read = false;
+    bool finish = false;
+    grpc::Status status;
+  };
+
+  // The request just read: parsed, authorized and admitted by the quotas.
+  Entry Take(size_t bytes);
+  // One batch on a worker: answers, then queues the writes.
+  void RunBatch(std::deque<Entry> batch);
+  Actions NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts what NextLocked claimed; after a Finish touches nothing.
+  void Do(Actions actions);
+
+  JobService* const jobs_;
+  WorkerPool* const writes_;
+  RpcMetrics* const metrics_;
+  QuotaKeeper* const quotas_;
+  const Caller caller_;
+  const size_t max_batch_;
+
+  // Touched only by the read path (one read outstanding).
+  grpc::ByteBuffer read_buffer_;
+  // The answer being written, set under mu_ when a write is claimed; gRPC
+  // reads it until OnWriteDone.
+  grpc::ByteBuffer writing_buffer_;
+
+  absl::Mutex mu_;
+  // Read, not yet handed to a batch.
+  std::deque<Entry> waiting_ ABSL_GUARDED_BY(mu_);
+  // Requests read whose answers are not yet written, and the bytes of
+  // those not yet answered: what bounds reading ahead.
+  size_t open_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t open_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Answers waiting for the write outstanding.
+  std::deque<grpc::ByteBuffer> unwritten_ ABSL_GUARDED_BY(mu_);
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_closed_ ABSL_GUARDED_BY(mu_) = false;  // half-closed, or failed
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;  // a batch on a worker
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status refusal_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace delayd::server
+
+#endif  // DELAYD_SERVER_RPC_SCHEDULE_STREAM_REACTOR_H_
