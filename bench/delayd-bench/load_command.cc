@@ -22,13 +22,17 @@ int LoadCommand(Args& args) {
   spec.max_delay_ms = args.Int("max-delay-ms", 3'600'000);
   spec.client_threads = static_cast<int>(args.Int("client-threads", 1));
   spec.recurring_interval_ms = args.Int("recurring-interval-ms", 0);
+  spec.stream_window = static_cast<int>(args.Int("stream", 0));
   args.CheckAllUsed();
   if (spec.conns < 1 || spec.conns > 9 || spec.batch < 1 || spec.batch > 1000 ||
       spec.jobs < 1 || spec.max_delay_ms < spec.min_delay_ms ||
+      spec.stream_window < 0 || spec.stream_window > 1024 ||
+      (spec.stream_window > 0 && spec.batch != 1) ||
       (spec.recurring_interval_ms != 0 && spec.recurring_interval_ms < 1000)) {
     std::fprintf(stderr,
                  "delayd-bench load: need 1 <= conns <= 9, 1 <= batch <= "
-                 "1000, jobs >= 1, min-delay-ms <= max-delay-ms\n");
+                 "1000, jobs >= 1, min-delay-ms <= max-delay-ms, "
+                 "0 <= stream <= 1024 (with batch 1)\n");
     return 2;
   }
   const double cpu0 = ProcessCpuS();
@@ -51,6 +55,7 @@ int LoadCommand(Args& args) {
   j.Num("rtt_us_p999", Percentile(r.rtt_us, 0.999));
   j.Num("rtt_us_max", r.rtt_us.empty() ? 0 : r.rtt_us.back());
   j.Num("client_threads", spec.client_threads);
+  if (spec.stream_window > 0) j.Num("stream_window", spec.stream_window);
   if (spec.recurring_interval_ms > 0) {
     j.Num("recurring_interval_ms",
           static_cast<double>(spec.recurring_interval_ms));

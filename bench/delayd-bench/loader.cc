@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
+#include <limits>
 #include <memory>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "bench/delayd-bench/common.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "grpcpp/client_context.h"
@@ -176,6 +179,73 @@ std::vector<int64_t> FirstIndexes(int64_t jobs, int conns) {
   return first;
 }
 
+namespace {
+
+// One connection's ScheduleStream: the writer keeps up to stream_window
+// requests unanswered, the reader takes the answers in order.
+void DriveStream(const LoadSpec& spec, Conn& c, double deadline) {
+  grpc::ClientContext context;
+  Authorize(spec.endpoint, &context);
+  auto stream = c.stub->ScheduleStream(&context);
+  absl::Mutex mu;
+  std::deque<double> sent;  // write times of the requests unanswered
+  struct Room {
+    const std::deque<double>* sent;
+    size_t window;
+  } room{&sent, static_cast<size_t>(spec.stream_window)};
+  std::thread writer([&] {
+    v1::ScheduleStreamRequest request;
+    v1::JobSpec* job = request.mutable_schedule()->mutable_job();
+    job->set_topic(spec.topic);
+    for (; c.seq < c.n && MonoS() <= deadline; ++c.seq) {
+      job->set_id(JobId(spec.id_prefix, c.t, c.seq));
+      SetDue(spec, *c.rng, static_cast<int64_t>(NowMs()), job);
+      {
+        absl::MutexLock lock(&mu);
+        mu.Await(absl::Condition(
+            +[](Room* r) { return r->sent->size() < r->window; }, &room));
+        sent.push_back(MonoS());
+      }
+      if (!stream->Write(request)) break;
+    }
+    stream->WritesDone();
+  });
+  v1::ScheduleStreamResponse answer;
+  while (stream->Read(&answer)) {
+    const double t1 = MonoS();
+    double t0;
+    {
+      absl::MutexLock lock(&mu);
+      t0 = sent.front();
+      sent.pop_front();
+    }
+    c.rtt_us.push_back(static_cast<float>((t1 - t0) * 1e6));
+    if (answer.code() == 0) {
+      ++c.done;
+    } else {
+      Fail(c, 1, answer.message());
+    }
+  }
+  // No more answers: on a broken stream the writer may wait for room that
+  // never comes. Let it through (its writes then fail) before Finish.
+  int64_t unanswered = 0;
+  {
+    absl::MutexLock lock(&mu);
+    room.window = std::numeric_limits<size_t>::max();
+  }
+  writer.join();
+  unanswered = static_cast<int64_t>(sent.size());
+  const grpc::Status status = stream->Finish();
+  if (!status.ok() || unanswered > 0) {
+    Fail(c, unanswered,
+         status.ok() ? "stream ended with requests unanswered"
+                     : status.error_message());
+  }
+  c.end = MonoS();
+}
+
+}  // namespace
+
 LoadResult RunLoad(const LoadSpec& spec) {
   LoadResult out;
   out.offsets = FirstIndexes(spec.jobs, spec.conns);
@@ -203,8 +273,15 @@ LoadResult RunLoad(const LoadSpec& spec) {
   const double deadline =
       spec.max_seconds > 0 ? start + spec.max_seconds : 1e300;
   std::vector<std::thread> drivers;
-  for (int i = 0; i < threads; ++i) {
-    drivers.emplace_back([&, i] { Drive(spec, shares[i], deadline); });
+  if (spec.stream_window > 0) {
+    for (auto& c : conns) {
+      drivers.emplace_back(
+          [&, c = c.get()] { DriveStream(spec, *c, deadline); });
+    }
+  } else {
+    for (int i = 0; i < threads; ++i) {
+      drivers.emplace_back([&, i] { Drive(spec, shares[i], deadline); });
+    }
   }
   for (std::thread& th : drivers) th.join();
   double end = start;

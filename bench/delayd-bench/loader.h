@@ -7,6 +7,12 @@
 // trip, batch > 1 one ScheduleBatch of `batch` jobs. Round trips go into
 // preallocated arrays. Blocks until every connection is done or the cap
 // passed.
+//
+// With stream_window W > 0, each connection instead holds one
+// ScheduleStream and keeps up to W Schedule requests in flight on it (W = 1:
+// a caller that waits for each answer; more: pipelining), a writer and a
+// reader thread per connection; a round trip is from a request's write to
+// its answer.
 #ifndef DELAYD_BENCH_DELAYD_BENCH_LOADER_H_
 #define DELAYD_BENCH_DELAYD_BENCH_LOADER_H_
 
@@ -40,6 +46,7 @@ struct LoadSpec {
   uint64_t seed = 1000;  // thread t uses seed + t
   int channel_tag = 0;   // distinct tags give distinct connections
   int client_threads = 1;
+  int stream_window = 0;  // > 0: ScheduleStream, this many in flight
 };
 
 struct LoadResult {

@@ -13,7 +13,12 @@
 // stream ends unacked is simply gone), Nack/ExtendLease/Cancel and the query
 // rpcs (UNIMPLEMENTED), ids made by the server, if_exists, retention.
 //
-// Usage: floor_server [ADDRESS]   (default 127.0.0.1:7600; runs until killed)
+// With --discard, Schedule and ScheduleBatch build the reply (the job as
+// delayd shows it) and keep nothing: the floor of one unary Schedule, parse
+// and reply with nothing behind it (issue 18). Nothing is then delivered.
+//
+// Usage: floor_server [ADDRESS] [--discard]
+//        (default 127.0.0.1:7600; runs until killed)
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -163,7 +168,8 @@ class Queue {
   Queue& operator=(const Queue&) = delete;
 
   // The job as delayd stores it (and repeats in the reply).
-  v1::Job Add(const v1::JobSpec& spec, int64_t now_ms) {
+  // The job as delayd would show it; queued for delivery when `keep`.
+  v1::Job Add(const v1::JobSpec& spec, int64_t now_ms, bool keep) {
     v1::Job job;
     job.set_topic(spec.topic());
     job.set_id(spec.id());
@@ -186,6 +192,7 @@ class Queue {
     *job.mutable_labels() = spec.labels();
     *job.mutable_created_at() = Ts(now_ms);
     *job.mutable_updated_at() = Ts(now_ms);
+    if (!keep) return job;
     absl::MutexLock lock(&mu_);
     topics_[spec.topic()].jobs.emplace(due, job);
     if (due < next_wake_) kick_ = true;
@@ -366,10 +373,13 @@ class SubscribeReactor final
 
 class Service final : public v1::DelayQueue::CallbackService {
  public:
+  // keep: Schedule and ScheduleBatch queue their jobs for delivery.
+  explicit Service(bool keep) : keep_(keep) {}
+
   grpc::ServerUnaryReactor* Schedule(grpc::CallbackServerContext* context,
                                      const v1::ScheduleRequest* req,
                                      v1::ScheduleResponse* resp) override {
-    *resp->mutable_job() = queue_.Add(req->job(), NowMs());
+    *resp->mutable_job() = queue_.Add(req->job(), NowMs(), keep_);
     resp->set_created(true);
     return Done(context);
   }
@@ -380,7 +390,7 @@ class Service final : public v1::DelayQueue::CallbackService {
     const int64_t now = NowMs();
     for (const v1::ScheduleRequest& r : req->requests()) {
       v1::ScheduleResult* result = resp->add_results();
-      *result->mutable_job() = queue_.Add(r.job(), now);
+      *result->mutable_job() = queue_.Add(r.job(), now, keep_);
       result->set_created(true);
     }
     return Done(context);
@@ -413,6 +423,7 @@ class Service final : public v1::DelayQueue::CallbackService {
     return reactor;
   }
 
+  const bool keep_;
   Queue queue_;
 };
 
@@ -420,8 +431,20 @@ class Service final : public v1::DelayQueue::CallbackService {
 }  // namespace delayd::floor
 
 int main(int argc, char** argv) {
-  const std::string address = argc > 1 ? argv[1] : "127.0.0.1:7600";
-  delayd::floor::Service service;
+  std::string address = "127.0.0.1:7600";
+  bool keep = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--discard") {
+      keep = false;
+    } else if (!arg.empty() && arg[0] != '-') {
+      address = arg;
+    } else {
+      std::fprintf(stderr, "usage: floor_server [ADDRESS] [--discard]\n");
+      return 2;
+    }
+  }
+  delayd::floor::Service service(keep);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
