@@ -60,6 +60,19 @@ std::string KeyText(absl::string_view topic, absl::string_view id) {
   return absl::StrCat("(", topic, ", \"", id, "\")");
 }
 
+// A unary rpc's result as a ScheduleStream answer: the response in `field`,
+// or the code and message.
+template <typename Response>
+void Answer(v1::ScheduleStreamResponse& answer, absl::StatusOr<Response> result,
+            Response* (v1::ScheduleStreamResponse::*field)()) {
+  if (result.ok()) {
+    (answer.*field)()->Swap(&*result);
+    return;
+  }
+  answer.set_code(static_cast<int>(result.status().code()));
+  answer.set_message(std::string(result.status().message()));
+}
+
 }  // namespace
 
 bool JobWriter::Occupied(const std::optional<JobRecord>& stored) const {
@@ -401,40 +414,20 @@ JobWriter::ScheduleMany(std::span<const v1::ScheduleRequest* const> requests,
 std::vector<v1::ScheduleStreamResponse> JobWriter::Stream(
     std::span<const v1::ScheduleStreamRequest* const> requests) {
   std::vector<v1::ScheduleStreamResponse> out(requests.size());
-  const auto answer = [](v1::ScheduleStreamResponse& response,
-                         const absl::Status& status) {
-    response.set_code(static_cast<int>(status.code()));
-    response.set_message(std::string(status.message()));
-  };
   size_t i = 0;
   while (i < requests.size()) {
     const v1::ScheduleStreamRequest& request = *requests[i];
-    v1::ScheduleStreamResponse& response = out[i];
-    if (request.has_reschedule()) {
-      absl::StatusOr<v1::RescheduleResponse> r =
-          Reschedule(request.reschedule());
-      if (r.ok()) {
-        response.mutable_reschedule()->Swap(&*r);
-      } else {
-        answer(response, r.status());
-      }
-      ++i;
-      continue;
-    }
-    if (request.has_cancel()) {
-      absl::StatusOr<v1::CancelResponse> r = Cancel(request.cancel());
-      if (r.ok()) {
-        response.mutable_cancel()->Swap(&*r);
-      } else {
-        answer(response, r.status());
-      }
-      ++i;
-      continue;
-    }
     if (!request.has_schedule()) {
-      answer(response,
-             absl::InvalidArgumentError(
-                 "request: must hold schedule, reschedule or cancel"));
+      if (request.has_reschedule()) {
+        Answer(out[i], Reschedule(request.reschedule()),
+               &v1::ScheduleStreamResponse::mutable_reschedule);
+      } else if (request.has_cancel()) {
+        Answer(out[i], Cancel(request.cancel()),
+               &v1::ScheduleStreamResponse::mutable_cancel);
+      } else {
+        out[i].set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
+        out[i].set_message("request: must hold schedule, reschedule or cancel");
+      }
       ++i;
       continue;
     }
@@ -462,14 +455,11 @@ std::vector<v1::ScheduleStreamResponse> JobWriter::Stream(
         ScheduleMany(
             run, [](size_t) { return std::string(); }, /*limit_reply=*/false);
     for (size_t k = 0; k < run.size(); ++k) {
-      v1::ScheduleStreamResponse& r = out[i + k];
-      if (!results.ok()) {
-        answer(r, results.status());
-      } else if (!(*results)[k].ok()) {
-        answer(r, (*results)[k].status());
-      } else {
-        r.mutable_schedule()->Swap(&*(*results)[k]);
-      }
+      Answer(out[i + k],
+             results.ok()
+                 ? std::move((*results)[k])
+                 : absl::StatusOr<v1::ScheduleResponse>(results.status()),
+             &v1::ScheduleStreamResponse::mutable_schedule);
     }
     i = end;
   }
