@@ -166,6 +166,10 @@ class Client:
             SERVICE + "Subscribe",
             request_serializer=pb.SubscribeRequest.SerializeToString,
             response_deserializer=pb.SubscribeResponse.FromString)
+        self._schedule_stream = channel.stream_stream(
+            SERVICE + "ScheduleStream",
+            request_serializer=pb.ScheduleStreamRequest.SerializeToString,
+            response_deserializer=pb.ScheduleStreamResponse.FromString)
 
     def __getattr__(self, method):
         call = self._calls[method]
@@ -174,6 +178,10 @@ class Client:
     def Subscribe(self, request):
         """The stream's messages (an iterator; cancel() ends it)."""
         return self._subscribe(request, timeout=RPC_TIMEOUT)
+
+    def ScheduleStream(self, requests):
+        """The answers to an iterator of ScheduleStreamRequests."""
+        return self._schedule_stream(requests, timeout=RPC_TIMEOUT)
 
 
 def wait_serving(channel, health, timeout):
@@ -380,6 +388,36 @@ class Checks:
             topic="py.cancel", id_prefix="order-123/"))
         assert many.canceled == 2, many
         assert self.list_all(topic="py.cancel") == []
+
+    def check_schedule_stream_answers_each_request_in_order(self):
+        pb = self.pb
+        invalid = self.spec("no spaces", "x")
+        requests = [
+            pb.ScheduleStreamRequest(schedule=pb.ScheduleRequest(
+                job=self.spec("py.stream", "s1", payload=b"one"))),
+            pb.ScheduleStreamRequest(schedule=pb.ScheduleRequest(
+                job=self.spec("py.stream", "s1", payload=b"two"))),
+            pb.ScheduleStreamRequest(schedule=pb.ScheduleRequest(job=invalid)),
+            pb.ScheduleStreamRequest(
+                cancel=pb.CancelRequest(key=self.key("py.stream", "s1"))),
+            pb.ScheduleStreamRequest(schedule=pb.ScheduleRequest(
+                job=self.spec("py.stream", "s2"))),
+        ]
+        answers = list(self.c.ScheduleStream(iter(requests)))
+        codes = [a.code for a in answers]
+        assert codes == [0, grpc.StatusCode.ALREADY_EXISTS.value[0],
+                         grpc.StatusCode.INVALID_ARGUMENT.value[0], 0,
+                         0], answers
+        assert answers[0].schedule.created, answers[0]
+        assert answers[0].schedule.job.payload == b"one", answers[0]
+        # The invalid job's answer is the unary Schedule's.
+        try:
+            self.schedule(invalid)
+            raise AssertionError("the unary Schedule took an invalid job")
+        except grpc.RpcError as e:
+            assert answers[2].message == e.details(), (answers[2], e.details())
+        assert answers[3].cancel.outcome == pb.CANCEL_OUTCOME_CANCELED
+        assert [j.id for j in self.list_all(topic="py.stream")] == ["s2"]
 
     def check_stats(self):
         for job_id, delay in [("a", 30), ("b", 1800), ("c", 7200),
