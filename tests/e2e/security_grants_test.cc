@@ -377,6 +377,68 @@ TEST_F(SecurityTest, APendingBytesQuotaRefusesTheExcessAndSurvivesARestart) {
   EXPECT_TRUE(Schedule(*stub, kBytesToken, job("5", 1)).ok());
 }
 
+// ScheduleStream checks each request as its unary rpc does: a topic outside
+// the grants and a quota refuse only their own request; an unknown token
+// refuses the stream.
+TEST_F(SecurityTest, AScheduleStreamChecksEachRequest) {
+  StartServer();
+  auto stub = TlsStub();
+  const auto run = [&](const std::string& token,
+                       const std::vector<v1::JobSpec>& jobs,
+                       grpc::Status* status) {
+    grpc::ClientContext context;
+    Authorize(context, token);
+    auto stream = stub->ScheduleStream(&context);
+    for (const v1::JobSpec& job : jobs) {
+      v1::ScheduleStreamRequest request;
+      *request.mutable_schedule()->mutable_job() = job;
+      if (!stream->Write(request)) break;
+    }
+    stream->WritesDone();
+    std::vector<v1::ScheduleStreamResponse> answers;
+    v1::ScheduleStreamResponse answer;
+    while (stream->Read(&answer)) answers.push_back(answer);
+    *status = stream->Finish();
+    return answers;
+  };
+  grpc::Status status;
+  std::vector<v1::ScheduleStreamResponse> answers =
+      run(kOrdersToken,
+          {Job("orders.close", "s1"), Job("billing.x", "s2"),
+           Job("orders.close", "s3")},
+          &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(answers.size(), 3u);
+  EXPECT_EQ(answers[0].code(), 0) << answers[0].message();
+  EXPECT_EQ(answers[1].code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(answers[1].message().find("billing.x"), std::string::npos)
+      << answers[1].message();
+  EXPECT_EQ(answers[2].code(), 0) << answers[2].message();
+  EXPECT_EQ(GetJob(*stub, kOpsToken, "billing.x", "s2").error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(server_->Log().find("audit principal=\"orders\" "
+                                "method=ScheduleStream topic=\"billing.x\" "
+                                "outcome=PERMISSION_DENIED"),
+            std::string::npos)
+      << server_->Log();
+
+  v1::JobSpec big = Job("bytes.a", "b1");
+  big.set_payload(std::string(1001, 'b'));  // over pending_bytes 1000
+  answers = run(kBytesToken, {big, Job("bytes.a", "b2")}, &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0].code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(answers[1].code(), 0) << answers[1].message();
+  EXPECT_EQ(GetJob(*stub, kOpsToken, "bytes.a", "b1").error_code(),
+            grpc::StatusCode::NOT_FOUND);
+
+  answers = run("not-a-token", {Job("orders.close", "s4")}, &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(answers.empty());
+  EXPECT_EQ(GetJob(*stub, kOpsToken, "orders.close", "s4").error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(SecurityTest, SighupReadsTheAuthFileAgain) {
   StartServer();
   auto stub = TlsStub();
