@@ -74,6 +74,11 @@ for target in "$@"; do
        -o -name 'oom-*' \) | sort)
   if [[ $rc -eq 0 && ${#artifacts[@]} -eq 0 && $used -ge $cpu_seconds ]]; then
     result=ok
+  elif [[ $rc -eq 0 && ${#artifacts[@]} -eq 0 ]]; then
+    # Stopped from outside (SIGUSR1) before its CPU time: nothing found,
+    # and not a full run either.
+    result="stopped early, nothing found"
+    failed=1
   else
     result="FAILED (exit $rc)"
     failed=1
