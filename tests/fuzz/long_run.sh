@@ -16,6 +16,8 @@
 # usage: tests/fuzz/long_run.sh CPU_SECONDS TARGET...
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=tests/fuzz/summary.sh
+source tests/fuzz/summary.sh
 
 if [[ $# -lt 2 || ! $1 =~ ^[1-9][0-9]*$ ]]; then
   echo "usage: $0 CPU_SECONDS TARGET..." >&2
@@ -66,12 +68,7 @@ for target in "$@"; do
   rc=0
   wait "$pid" || rc=$?
   wall=$((SECONDS - start))
-  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log")
-  speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/log")
-  corpus=$(find "$work/corpus" -type f | wc -l)
-  mapfile -t artifacts < <(find "$work" -maxdepth 1 -type f \
-    \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \
-       -o -name 'oom-*' \) | sort)
+  fuzz_summary "$work"
   if [[ $rc -eq 0 && ${#artifacts[@]} -eq 0 && $used -ge $cpu_seconds ]]; then
     result=ok
   elif [[ $rc -eq 0 && ${#artifacts[@]} -eq 0 ]]; then

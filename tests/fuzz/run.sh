@@ -9,6 +9,8 @@
 # usage: tests/fuzz/run.sh [SECONDS] [TARGET...]   (e.g. run.sh 3600 cron_fuzz)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=tests/fuzz/summary.sh
+source tests/fuzz/summary.sh
 ./scripts/setup.sh
 
 seconds=${1:-30}
@@ -48,12 +50,7 @@ for target in "${targets[@]}"; do
   "$build_dir/$target" "$work/corpus" -max_total_time="$seconds" \
     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -close_fd_mask=2 \
     -artifact_prefix="$work/" </dev/null >"$work/log" 2>&1 || rc=$?
-  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log")
-  speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/log")
-  corpus=$(find "$work/corpus" -type f | wc -l)
-  mapfile -t artifacts < <(find "$work" -maxdepth 1 -type f \
-    \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \
-       -o -name 'oom-*' \) | sort)
+  fuzz_summary "$work"
   if [[ $rc -eq 0 && ${#artifacts[@]} -eq 0 ]]; then
     result=ok
   else
