@@ -194,8 +194,10 @@ void DriveStream(const LoadSpec& spec, Conn& c, double deadline) {
     size_t window;
   } room{&sent, static_cast<size_t>(spec.stream_window)};
   std::thread writer([&] {
+    // One request per message: what a client that does not batch sends.
     v1::ScheduleStreamRequest request;
-    v1::JobSpec* job = request.mutable_schedule()->mutable_job();
+    v1::JobSpec* job =
+        request.add_requests()->mutable_schedule()->mutable_job();
     job->set_topic(spec.topic);
     for (; c.seq < c.n && MonoS() <= deadline; ++c.seq) {
       job->set_id(JobId(spec.id_prefix, c.t, c.seq));
@@ -210,20 +212,22 @@ void DriveStream(const LoadSpec& spec, Conn& c, double deadline) {
     }
     stream->WritesDone();
   });
-  v1::ScheduleStreamResponse answer;
-  while (stream->Read(&answer)) {
+  v1::ScheduleStreamResponse message;
+  while (stream->Read(&message)) {
     const double t1 = MonoS();
-    double t0;
-    {
-      absl::MutexLock lock(&mu);
-      t0 = sent.front();
-      sent.pop_front();
-    }
-    c.rtt_us.push_back(static_cast<float>((t1 - t0) * 1e6));
-    if (answer.code() == 0) {
-      ++c.done;
-    } else {
-      Fail(c, 1, answer.message());
+    for (const v1::StreamAnswer& answer : message.answers()) {
+      double t0;
+      {
+        absl::MutexLock lock(&mu);
+        t0 = sent.front();
+        sent.pop_front();
+      }
+      c.rtt_us.push_back(static_cast<float>((t1 - t0) * 1e6));
+      if (answer.code() == 0) {
+        ++c.done;
+      } else {
+        Fail(c, 1, answer.message());
+      }
     }
   }
   // No more answers: on a broken stream the writer may wait for room that

@@ -124,8 +124,8 @@ class JobService {
     return writer_.ScheduleBatch(req);
   }
   // The requests of a ScheduleStream, answered in order (JobWriter::Stream).
-  std::vector<v1::ScheduleStreamResponse> Stream(
-      std::span<const v1::ScheduleStreamRequest* const> requests) {
+  std::vector<v1::StreamAnswer> Stream(
+      std::span<const v1::StreamRequest* const> requests) {
     return writer_.Stream(requests);
   }
   absl::StatusOr<v1::RescheduleResponse> Reschedule(

@@ -63,8 +63,8 @@ std::string KeyText(absl::string_view topic, absl::string_view id) {
 // A unary rpc's result as a ScheduleStream answer: the response in `field`,
 // or the code and message.
 template <typename Response>
-void Answer(v1::ScheduleStreamResponse& answer, absl::StatusOr<Response> result,
-            Response* (v1::ScheduleStreamResponse::*field)()) {
+void Answer(v1::StreamAnswer& answer, absl::StatusOr<Response> result,
+            Response* (v1::StreamAnswer::*field)()) {
   if (result.ok()) {
     (answer.*field)()->Swap(&*result);
     return;
@@ -411,19 +411,19 @@ JobWriter::ScheduleMany(std::span<const v1::ScheduleRequest* const> requests,
   return results;
 }
 
-std::vector<v1::ScheduleStreamResponse> JobWriter::Stream(
-    std::span<const v1::ScheduleStreamRequest* const> requests) {
-  std::vector<v1::ScheduleStreamResponse> out(requests.size());
+std::vector<v1::StreamAnswer> JobWriter::Stream(
+    std::span<const v1::StreamRequest* const> requests) {
+  std::vector<v1::StreamAnswer> out(requests.size());
   size_t i = 0;
   while (i < requests.size()) {
-    const v1::ScheduleStreamRequest& request = *requests[i];
+    const v1::StreamRequest& request = *requests[i];
     if (!request.has_schedule()) {
       if (request.has_reschedule()) {
         Answer(out[i], Reschedule(request.reschedule()),
-               &v1::ScheduleStreamResponse::mutable_reschedule);
+               &v1::StreamAnswer::mutable_reschedule);
       } else if (request.has_cancel()) {
         Answer(out[i], Cancel(request.cancel()),
-               &v1::ScheduleStreamResponse::mutable_cancel);
+               &v1::StreamAnswer::mutable_cancel);
       } else {
         out[i].set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
         out[i].set_message("request: must hold schedule, reschedule or cancel");
@@ -459,7 +459,7 @@ std::vector<v1::ScheduleStreamResponse> JobWriter::Stream(
              results.ok()
                  ? std::move((*results)[k])
                  : absl::StatusOr<v1::ScheduleResponse>(results.status()),
-             &v1::ScheduleStreamResponse::mutable_schedule);
+             &v1::StreamAnswer::mutable_schedule);
     }
     i = end;
   }

@@ -80,8 +80,8 @@ class JobWriter {
   // it, and a Schedule that replaces a recurring job may withdraw its
   // occurrence made ahead, which a later request of the same run would
   // otherwise see still there.
-  std::vector<v1::ScheduleStreamResponse> Stream(
-      std::span<const v1::ScheduleStreamRequest* const> requests);
+  std::vector<v1::StreamAnswer> Stream(
+      std::span<const v1::StreamRequest* const> requests);
   absl::StatusOr<v1::RescheduleResponse> Reschedule(
       const v1::RescheduleRequest& req);
   absl::StatusOr<v1::CancelResponse> Cancel(const v1::CancelRequest& req);

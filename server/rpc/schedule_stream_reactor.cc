@@ -5,8 +5,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "grpc/slice.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/request_parser.h"
 
@@ -15,9 +17,9 @@ namespace {
 
 constexpr char kMethod[] = "ScheduleStream";
 
-// A parse error of a ScheduleStreamRequest names the field through the
-// oneof ("schedule.job.id: ..."); the unary rpc names it from its own
-// request ("job.id: ...").
+// A parse error of a StreamRequest names the field through the oneof
+// ("schedule.job.id: ..."); the unary rpc names it from its own request
+// ("job.id: ...").
 absl::Status AsUnary(const absl::Status& status) {
   absl::string_view message = status.message();
   for (absl::string_view prefix : {"schedule.", "reschedule.", "cancel."}) {
@@ -61,11 +63,41 @@ ScheduleStreamReactor::ScheduleStreamReactor(JobService* jobs,
   Do(std::move(actions));
 }
 
-ScheduleStreamReactor::Entry ScheduleStreamReactor::Take(size_t bytes) {
+// `response` serialized into a slice of its own (no copy through a
+// string).
+ScheduleStreamReactor::Answers ScheduleStreamReactor::Serialize(
+    const v1::ScheduleStreamResponse& response) {
+  const size_t size = response.ByteSizeLong();
+  grpc_slice slice = grpc_slice_malloc(size);
+  response.SerializeWithCachedSizesToArray(GRPC_SLICE_START_PTR(slice));
+  return {grpc::Slice(slice, grpc::Slice::STEAL_REF),
+          static_cast<size_t>(response.answers_size())};
+}
+
+absl::Status ScheduleStreamReactor::TakeAll(std::vector<Entry>& entries) {
+  if (absl::Status s =
+          SplitRepeated(read_buffer_, *v1::ScheduleStreamRequest::descriptor(),
+                        v1::ScheduleStreamRequest::kRequestsFieldNumber,
+                        read_bytes_, read_items_);
+      !s.ok()) {
+    return s;
+  }
+  if (read_items_.size() > max_batch_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("requests: at most ", max_batch_, " per message, got ",
+                     read_items_.size()));
+  }
+  entries.reserve(read_items_.size());
+  for (std::string_view item : read_items_) entries.push_back(Take(item));
+  return absl::OkStatus();
+}
+
+ScheduleStreamReactor::Entry ScheduleStreamReactor::Take(
+    std::string_view bytes) {
   Entry e;
-  e.bytes = bytes;
+  e.bytes = bytes.size();
   e.read_at = absl::Now();
-  absl::Status s = ParseRequest(read_buffer_, e.request);
+  absl::Status s = ParseRequest(bytes, e.request);
   std::string topic;
   if (!s.ok()) {
     s = AsUnary(s);
@@ -95,46 +127,79 @@ void ScheduleStreamReactor::OnReadDone(bool ok) {
     read_closed_ = true;  // half-closed by the client, or broken
     actions = NextLocked();
   } else {
-    Entry entry = Take(read_buffer_.Length());
+    std::vector<Entry> entries;
+    absl::Status refused = TakeAll(entries);
     absl::MutexLock lock(&mu_);
     reading_ = false;
-    ++open_;
-    open_bytes_ += entry.bytes;
-    waiting_.push_back(std::move(entry));
+    for (Entry& entry : entries) {
+      ++open_;
+      open_bytes_ += entry.bytes;
+      waiting_.push_back(std::move(entry));
+    }
+    if (!refused.ok()) {
+      read_closed_ = true;  // nothing after it is read
+      end_ = refused;
+    }
     actions = NextLocked();
   }
   Do(std::move(actions));
 }
 
 void ScheduleStreamReactor::RunBatch(std::deque<Entry> batch) {
-  std::vector<const v1::ScheduleStreamRequest*> run;
+  while (true) {
+    Actions actions = Answer(std::move(batch));
+    // A batch read meanwhile runs here too: no hand-off to another worker
+    // per batch while the stream is busy.
+    const bool more = actions.run;
+    actions.run = false;
+    batch = std::move(actions.batch);
+    // With a batch claimed the stream cannot finish: `this` lives on.
+    Do(std::move(actions));
+    if (!more) return;
+  }
+}
+
+ScheduleStreamReactor::Actions ScheduleStreamReactor::Answer(
+    std::deque<Entry> batch) {
+  std::vector<const v1::StreamRequest*> run;
   for (const Entry& e : batch) {
     if (!e.refused) run.push_back(&e.request);
   }
-  std::vector<v1::ScheduleStreamResponse> answers;
+  std::vector<v1::StreamAnswer> answers;
   if (!run.empty()) answers = jobs_->Stream(run);
-  std::deque<grpc::ByteBuffer> out;
+  std::vector<Answers> out;
+  v1::ScheduleStreamResponse response;
+  size_t response_bytes = 0;
   size_t bytes = 0;
   size_t k = 0;
+  const absl::Time now = absl::Now();
   for (Entry& e : batch) {
-    const v1::ScheduleStreamResponse& answer =
-        e.refused ? e.answer : answers[k++];
+    v1::StreamAnswer& answer = e.refused ? e.answer : answers[k++];
     // The write is applied (its jobs count as live): what it reserved goes
     // back.
     e.ticket = QuotaKeeper::Ticket();
-    metrics_->Record(kMethod, answer.code(), absl::Now() - e.read_at);
-    SerializeResponse(answer, out.emplace_back());
+    metrics_->Record(kMethod, answer.code(), now - e.read_at);
     bytes += e.bytes;
+    const size_t size = answer.ByteSizeLong();
+    if (response.answers_size() > 0 &&
+        response_bytes + size > kMaxAnswerBytes) {
+      out.push_back(Serialize(response));
+      response.Clear();
+      response_bytes = 0;
+    }
+    response_bytes += size;
+    *response.add_answers() = std::move(answer);
   }
+  if (response.answers_size() > 0) out.push_back(Serialize(response));
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
     running_ = false;
     open_bytes_ -= bytes;
-    for (grpc::ByteBuffer& b : out) unwritten_.push_back(std::move(b));
+    for (Answers& a : out) unwritten_.push_back(std::move(a));
     actions = NextLocked();
   }
-  Do(std::move(actions));
+  return actions;
 }
 
 void ScheduleStreamReactor::OnWriteDone(bool ok) {
@@ -143,7 +208,7 @@ void ScheduleStreamReactor::OnWriteDone(bool ok) {
     absl::MutexLock lock(&mu_);
     writing_ = false;
     if (ok) {
-      --open_;
+      open_ -= writing_count_;
     } else {
       cancelled_ = true;  // the client is gone: nothing more is written
     }
@@ -198,8 +263,18 @@ ScheduleStreamReactor::Actions ScheduleStreamReactor::NextLocked() {
     a.run = true;
   }
   if (!writing_ && !unwritten_.empty()) {
-    writing_buffer_ = std::move(unwritten_.front());
-    unwritten_.pop_front();
+    std::vector<grpc::Slice> slices;
+    size_t bytes = 0;
+    writing_count_ = 0;
+    while (!unwritten_.empty() &&
+           (slices.empty() ||
+            bytes + unwritten_.front().bytes.size() <= kMaxAnswerBytes)) {
+      bytes += unwritten_.front().bytes.size();
+      writing_count_ += unwritten_.front().count;
+      slices.push_back(std::move(unwritten_.front().bytes));
+      unwritten_.pop_front();
+    }
+    writing_buffer_ = grpc::ByteBuffer(slices.data(), slices.size());
     writing_ = true;
     a.write = true;
     a.more = !unwritten_.empty();
@@ -212,7 +287,7 @@ ScheduleStreamReactor::Actions ScheduleStreamReactor::NextLocked() {
   if (read_closed_ && open_ == 0 && !reading_ && !writing_ && !running_) {
     finished_ = true;
     a.finish = true;
-    a.status = grpc::Status::OK;
+    a.status = ToGrpcStatus(end_);
   }
   return a;
 }

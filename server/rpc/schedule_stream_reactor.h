@@ -4,16 +4,22 @@
 //
 // It keeps one read outstanding while fewer than kMaxWaiting requests (and
 // kMaxWaitingBytes of them) wait unanswered, and one write outstanding.
-// Each request read is parsed, authorized and admitted by the quotas on
-// gRPC's thread; a refused one is answered in its place in the order. The
-// others go to the writes pool in batches of up to Limits::max_batch (and
-// kMaxBatchBytes): one batch at a time per stream, so the answers keep the
-// requests' order (JobService::Stream decides and writes them). Each answer
-// is its own message; all but the last of those queued are written with
-// gRPC's buffer hint, so answers that are ready together leave together.
+// Each message read is split into its requests, and each request is parsed
+// (on its own, so a malformed one is refused alone), authorized and
+// admitted by the quotas on gRPC's thread; a refused one is answered in its
+// place in the order. The others go to the writes pool in batches of up to
+// Limits::max_batch (and kMaxBatchBytes): one batch at a time per stream,
+// so the answers keep the requests' order (JobService::Stream decides and
+// writes them); the worker that ends a batch runs the next one if it is
+// there. A batch's answers are serialized on the worker; a write
+// takes every answer serialized and not yet written, up to kMaxAnswerBytes,
+// as one message (serialized messages concatenated are one message whose
+// repeated field holds all their items).
 //
 // The stream ends OK once the client has half-closed and every request is
-// answered and written; CANCELLED when the client cancels or a write fails.
+// answered and written; INVALID_ARGUMENT the same way after a message that
+// cannot be split or holds over Limits::max_batch requests (nothing after
+// it is read); CANCELLED when the client cancels or a write fails.
 // Finish is called only when no batch is running, so OnDone, which deletes
 // the reactor, never races a worker. Callbacks never block: they take a
 // short mutex; reads, writes and Finish are started outside it.
@@ -25,6 +31,8 @@
 #include <cstddef>
 #include <deque>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -33,6 +41,7 @@
 #include "delayd/v1/delayd.pb.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
+#include "grpcpp/support/slice.h"
 #include "server/core/access.h"
 #include "server/core/job_service.h"
 #include "server/core/quota_keeper.h"
@@ -49,6 +58,9 @@ class ScheduleStreamReactor final
   static constexpr size_t kMaxWaitingBytes = 16 << 20;
   // Request bytes handed to one batch, at most (besides max_batch).
   static constexpr size_t kMaxBatchBytes = 8 << 20;
+  // Bytes of answers written as one message, at most (unless one answer
+  // alone is larger): well under gRPC's 4 MiB default receive limit.
+  static constexpr size_t kMaxAnswerBytes = 1 << 20;
 
   // Finishes at once with `refusal` when it is not OK (not serving, not
   // authenticated); otherwise starts reading. Everything borrowed must
@@ -65,12 +77,17 @@ class ScheduleStreamReactor final
  private:
   // One request read, in order: to run, or answered already (refused).
   struct Entry {
-    v1::ScheduleStreamRequest request;
+    v1::StreamRequest request;
     bool refused = false;
-    v1::ScheduleStreamResponse answer;  // when refused
-    QuotaKeeper::Ticket ticket;         // what it reserved
+    v1::StreamAnswer answer;     // when refused
+    QuotaKeeper::Ticket ticket;  // what it reserved
     size_t bytes = 0;
     absl::Time read_at;
+  };
+  // Answers serialized as a ScheduleStreamResponse, not yet written.
+  struct Answers {
+    grpc::Slice bytes;
+    size_t count = 0;
   };
   // What to start once the lock is let go. Each is claimed under the lock
   // (reading_, writing_, running_, finished_), so no other thread finishes
@@ -85,10 +102,20 @@ class ScheduleStreamReactor final
     grpc::Status status;
   };
 
-  // The request just read: parsed, authorized and admitted by the quotas.
-  Entry Take(size_t bytes);
-  // One batch on a worker: answers, then queues the writes.
+  // The requests of the message just read, each parsed, authorized and
+  // admitted by the quotas, into `entries`; not OK when the message itself
+  // is refused (the stream then ends with it).
+  absl::Status TakeAll(std::vector<Entry>& entries);
+  // One request of it.
+  Entry Take(std::string_view bytes);
+  // `response` serialized into a slice of its own (no copy through a
+  // string).
+  static Answers Serialize(const v1::ScheduleStreamResponse& response);
+  // Batches on a worker: `batch`, then each batch claimed when one ends.
   void RunBatch(std::deque<Entry> batch);
+  // Answers one batch and queues the answers; what to start next (a next
+  // batch claimed among them).
+  Actions Answer(std::deque<Entry> batch);
   Actions NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts what NextLocked claimed; after a Finish touches nothing.
   void Do(Actions actions);
@@ -102,7 +129,9 @@ class ScheduleStreamReactor final
 
   // Touched only by the read path (one read outstanding).
   grpc::ByteBuffer read_buffer_;
-  // The answer being written, set under mu_ when a write is claimed; gRPC
+  std::string read_bytes_;  // read_buffer_ flattened
+  std::vector<std::string_view> read_items_;
+  // The answers being written, set under mu_ when a write is claimed; gRPC
   // reads it until OnWriteDone.
   grpc::ByteBuffer writing_buffer_;
 
@@ -113,8 +142,9 @@ class ScheduleStreamReactor final
   // those not yet answered: what bounds reading ahead.
   size_t open_ ABSL_GUARDED_BY(mu_) = 0;
   size_t open_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // Answers waiting for the write outstanding.
-  std::deque<grpc::ByteBuffer> unwritten_ ABSL_GUARDED_BY(mu_);
+  // Answers waiting for the write outstanding; how many it carries.
+  std::deque<Answers> unwritten_ ABSL_GUARDED_BY(mu_);
+  size_t writing_count_ ABSL_GUARDED_BY(mu_) = 0;
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   bool read_closed_ ABSL_GUARDED_BY(mu_) = false;  // half-closed, or failed
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -122,6 +152,9 @@ class ScheduleStreamReactor final
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status refusal_ ABSL_GUARDED_BY(mu_);
+  // How the stream ends once everything read is answered: OK, or the
+  // refusal of a message that stopped the reading.
+  absl::Status end_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace delayd::server

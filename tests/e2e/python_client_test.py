@@ -170,6 +170,11 @@ class Client:
             SERVICE + "ScheduleStream",
             request_serializer=pb.ScheduleStreamRequest.SerializeToString,
             response_deserializer=pb.ScheduleStreamResponse.FromString)
+        # The same stream taking request messages as raw bytes.
+        self._schedule_stream_raw = channel.stream_stream(
+            SERVICE + "ScheduleStream",
+            request_serializer=lambda b: b,
+            response_deserializer=pb.ScheduleStreamResponse.FromString)
 
     def __getattr__(self, method):
         call = self._calls[method]
@@ -179,9 +184,12 @@ class Client:
         """The stream's messages (an iterator; cancel() ends it)."""
         return self._subscribe(request, timeout=RPC_TIMEOUT)
 
-    def ScheduleStream(self, requests):
-        """The answers to an iterator of ScheduleStreamRequests."""
-        return self._schedule_stream(requests, timeout=RPC_TIMEOUT)
+    def ScheduleStream(self, messages, raw=False):
+        """The answers (StreamAnswers, across the response messages) to an
+        iterator of ScheduleStreamRequests, or of their bytes if raw."""
+        call = self._schedule_stream_raw if raw else self._schedule_stream
+        return [a for m in call(messages, timeout=RPC_TIMEOUT)
+                for a in m.answers]
 
 
 def wait_serving(channel, health, timeout):
@@ -393,17 +401,20 @@ class Checks:
         pb = self.pb
         invalid = self.spec("no spaces", "x")
         requests = [
-            pb.ScheduleStreamRequest(schedule=pb.ScheduleRequest(
+            pb.StreamRequest(schedule=pb.ScheduleRequest(
                 job=self.spec("py.stream", "s1", payload=b"one"))),
-            pb.ScheduleStreamRequest(schedule=pb.ScheduleRequest(
+            pb.StreamRequest(schedule=pb.ScheduleRequest(
                 job=self.spec("py.stream", "s1", payload=b"two"))),
-            pb.ScheduleStreamRequest(schedule=pb.ScheduleRequest(job=invalid)),
-            pb.ScheduleStreamRequest(
+            pb.StreamRequest(schedule=pb.ScheduleRequest(job=invalid)),
+            pb.StreamRequest(
                 cancel=pb.CancelRequest(key=self.key("py.stream", "s1"))),
-            pb.ScheduleStreamRequest(schedule=pb.ScheduleRequest(
+            pb.StreamRequest(schedule=pb.ScheduleRequest(
                 job=self.spec("py.stream", "s2"))),
         ]
-        answers = list(self.c.ScheduleStream(iter(requests)))
+        # The first two in one message, the others one per message.
+        messages = [pb.ScheduleStreamRequest(requests=requests[:2])] + [
+            pb.ScheduleStreamRequest(requests=[r]) for r in requests[2:]]
+        answers = self.c.ScheduleStream(iter(messages))
         codes = [a.code for a in answers]
         assert codes == [0, grpc.StatusCode.ALREADY_EXISTS.value[0],
                          grpc.StatusCode.INVALID_ARGUMENT.value[0], 0,
@@ -418,6 +429,21 @@ class Checks:
             assert answers[2].message == e.details(), (answers[2], e.details())
         assert answers[3].cancel.outcome == pb.CANCEL_OUTCOME_CANCELED
         assert [j.id for j in self.list_all(topic="py.stream")] == ["s2"]
+
+        # One message, as raw bytes, whose middle request holds an id that
+        # is not UTF-8: that request alone is refused, naming its field.
+        def op(job_id):
+            return pb.StreamRequest(schedule=pb.ScheduleRequest(
+                job=self.spec("py.stream", job_id))).SerializeToString()
+        bad = op("bad?").replace(b"bad?", b"bad\xff")
+        message = b"".join(b"\x0a" + bytes([len(o)]) + o
+                           for o in [op("r1"), bad, op("r2")])
+        answers = self.c.ScheduleStream(iter([message]), raw=True)
+        assert [a.code for a in answers] == [
+            0, grpc.StatusCode.INVALID_ARGUMENT.value[0], 0], answers
+        assert answers[1].message == "job.id: must be valid UTF-8", answers[1]
+        assert [j.id for j in self.list_all(topic="py.stream")] == [
+            "r1", "r2", "s2"]
 
     def check_stats(self):
         for job_id, delay in [("a", 30), ("b", 1800), ("c", 7200),

@@ -1,7 +1,9 @@
 // End to end: ScheduleStream against the real binary over gRPC — each
 // request answered in order with what its unary rpc answers (a duplicate
-// id and an invalid job only in their own answers), a client that writes
-// far ahead of the answers, and OK answers surviving a SIGKILL.
+// id and an invalid job only in their own answers), whether each request
+// has a message of its own or they share one, a client that writes far
+// ahead of the answers, a message of too many requests, and OK answers
+// surviving a SIGKILL.
 #include <signal.h>
 
 #include <memory>
@@ -22,42 +24,58 @@
 namespace delayd::testing {
 namespace {
 
-v1::ScheduleStreamRequest Streamed(v1::ScheduleRequest request) {
-  v1::ScheduleStreamRequest r;
+v1::StreamRequest Streamed(v1::ScheduleRequest request) {
+  v1::StreamRequest r;
   *r.mutable_schedule() = std::move(request);
   return r;
 }
 
 class ScheduleStreamTest : public SchedulingTest {
  protected:
-  // Writes every request (from a thread of its own, so that the server's
-  // reading ahead is what paces it), half-closes, and reads every answer.
-  std::vector<v1::ScheduleStreamResponse> RunStream(
-      const std::vector<v1::ScheduleStreamRequest>& requests,
+  // Writes `requests` in messages of `per_message` (from a thread of its
+  // own, so that the server's reading ahead is what paces it),
+  // half-closes, and reads every answer.
+  std::vector<v1::StreamAnswer> RunStream(
+      const std::vector<v1::StreamRequest>& requests, size_t per_message,
       grpc::Status* status) {
     auto stub = v1::DelayQueue::NewStub(server_->NewChannel());
     grpc::ClientContext context;
     SetDeadline(context, absl::Seconds(60));
     auto stream = stub->ScheduleStream(&context);
     std::thread writer([&] {
-      for (const v1::ScheduleStreamRequest& r : requests) {
-        if (!stream->Write(r)) break;
+      for (size_t i = 0; i < requests.size(); i += per_message) {
+        v1::ScheduleStreamRequest message;
+        for (size_t j = i; j < requests.size() && j < i + per_message; ++j) {
+          *message.add_requests() = requests[j];
+        }
+        if (!stream->Write(message)) break;
       }
       stream->WritesDone();
     });
-    std::vector<v1::ScheduleStreamResponse> answers;
-    v1::ScheduleStreamResponse answer;
-    while (stream->Read(&answer)) answers.push_back(answer);
+    std::vector<v1::StreamAnswer> answers;
+    v1::ScheduleStreamResponse message;
+    while (stream->Read(&message)) {
+      for (v1::StreamAnswer& a : *message.mutable_answers()) {
+        answers.push_back(std::move(a));
+      }
+    }
     writer.join();
     *status = stream->Finish();
     return answers;
   }
 };
 
-TEST_F(ScheduleStreamTest, EachRequestGetsItsOwnAnswerInOrder) {
+class EachRequestTest : public ScheduleStreamTest,
+                        public ::testing::WithParamInterface<size_t> {};
+
+// Requests one per message, and all in one message (the answers then come
+// in one message too): the same answers.
+INSTANTIATE_TEST_SUITE_P(PerMessage, EachRequestTest, ::testing::Values(1, 6));
+
+TEST_P(EachRequestTest, EachRequestGetsItsOwnAnswerInOrder) {
   const v1::ScheduleRequest invalid =
       Request(Spec("orders close", "x", absl::Minutes(5)));
-  std::vector<v1::ScheduleStreamRequest> requests = {
+  std::vector<v1::StreamRequest> requests = {
       Streamed(Request(Spec("orders", "a", absl::Minutes(5), "one"))),
       Streamed(Request(Spec("orders", "b", absl::Minutes(5)))),
       Streamed(Request(Spec("orders", "a", absl::Minutes(5), "two"))),
@@ -68,8 +86,8 @@ TEST_F(ScheduleStreamTest, EachRequestGetsItsOwnAnswerInOrder) {
   requests[4].mutable_cancel()->mutable_key()->set_topic("orders");
   requests[4].mutable_cancel()->mutable_key()->set_id("b");
   grpc::Status status;
-  const std::vector<v1::ScheduleStreamResponse> answers =
-      RunStream(requests, &status);
+  const std::vector<v1::StreamAnswer> answers =
+      RunStream(requests, GetParam(), &status);
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_EQ(answers.size(), requests.size());
   EXPECT_EQ(answers[0].code(), 0) << answers[0].message();
@@ -97,14 +115,13 @@ TEST_F(ScheduleStreamTest, EachRequestGetsItsOwnAnswerInOrder) {
 // at most 1024 of them, and answers every one, in order.
 TEST_F(ScheduleStreamTest, AClientFarAheadOfTheAnswersGetsThemAllInOrder) {
   constexpr int kJobs = 5000;
-  std::vector<v1::ScheduleStreamRequest> requests;
+  std::vector<v1::StreamRequest> requests;
   for (int i = 0; i < kJobs; ++i) {
     requests.push_back(Streamed(
         Request(Spec("ahead", absl::StrCat("j", i), absl::Minutes(5)))));
   }
   grpc::Status status;
-  const std::vector<v1::ScheduleStreamResponse> answers =
-      RunStream(requests, &status);
+  const std::vector<v1::StreamAnswer> answers = RunStream(requests, 1, &status);
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_EQ(answers.size(), static_cast<size_t>(kJobs));
   for (int i = 0; i < kJobs; ++i) {
@@ -115,21 +132,78 @@ TEST_F(ScheduleStreamTest, AClientFarAheadOfTheAnswersGetsThemAllInOrder) {
             static_cast<uint64_t>(kJobs));
 }
 
+// Messages of 1000 requests (the most a message may hold) from a client
+// far ahead: every answer, in order. One of 1001 then ends the stream with
+// INVALID_ARGUMENT naming the limit, after the requests before it are
+// answered, and none of its own is applied.
+TEST_F(ScheduleStreamTest, AMessageOfTooManyRequestsEndsTheStream) {
+  std::vector<v1::StreamRequest> requests;
+  for (int i = 0; i < 3001; ++i) {
+    requests.push_back(Streamed(
+        Request(Spec("many", absl::StrCat("m", i), absl::Minutes(5)))));
+  }
+  grpc::Status status;
+  std::vector<v1::StreamAnswer> answers =
+      RunStream({requests.begin(), requests.begin() + 3000}, 1000, &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(answers.size(), 3000u);
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_EQ(answers[i].code(), 0) << i << ": " << answers[i].message();
+    ASSERT_EQ(answers[i].schedule().job().id(), absl::StrCat("m", i));
+  }
+
+  std::vector<v1::StreamRequest> more;
+  for (int i = 0; i < 1001; ++i) {
+    more.push_back(Streamed(
+        Request(Spec("more", absl::StrCat("x", i), absl::Minutes(5)))));
+  }
+  // A first message of 2, then one of 1001.
+  more.insert(more.begin(),
+              Streamed(Request(Spec("more", "first", absl::Minutes(5)))));
+  more.insert(more.begin(),
+              Streamed(Request(Spec("more", "zero", absl::Minutes(5)))));
+  auto stub = v1::DelayQueue::NewStub(server_->NewChannel());
+  grpc::ClientContext context;
+  SetDeadline(context, absl::Seconds(60));
+  auto stream = stub->ScheduleStream(&context);
+  v1::ScheduleStreamRequest first;
+  *first.add_requests() = more[0];
+  *first.add_requests() = more[1];
+  ASSERT_TRUE(stream->Write(first));
+  v1::ScheduleStreamRequest too_many;
+  for (size_t i = 2; i < more.size(); ++i) *too_many.add_requests() = more[i];
+  (void)stream->Write(too_many);  // may fail once the server has ended it
+  stream->WritesDone();
+  size_t answered = 0;
+  v1::ScheduleStreamResponse message;
+  while (stream->Read(&message)) {
+    for (const v1::StreamAnswer& a : message.answers()) {
+      EXPECT_EQ(a.code(), 0) << a.message();
+      ++answered;
+    }
+  }
+  status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(),
+            "requests: at most 1000 per message, got 1001");
+  EXPECT_EQ(answered, 2u);
+  EXPECT_EQ(ListIds("more"), (std::vector<std::string>{"first", "zero"}));
+}
+
 // Every OK a stream answered is durable: the jobs are there after kill -9
 // right after the last answer.
 TEST_F(ScheduleStreamTest, OkAnswersSurviveASigkill) {
   constexpr int kJobs = 300;
-  std::vector<v1::ScheduleStreamRequest> requests;
+  std::vector<v1::StreamRequest> requests;
   for (int i = 0; i < kJobs; ++i) {
     requests.push_back(Streamed(
         Request(Spec("durable", absl::StrCat("d", i), absl::Minutes(5)))));
   }
   grpc::Status status;
-  const std::vector<v1::ScheduleStreamResponse> answers =
-      RunStream(requests, &status);
+  const std::vector<v1::StreamAnswer> answers = RunStream(requests, 7, &status);
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_EQ(answers.size(), static_cast<size_t>(kJobs));
-  for (const v1::ScheduleStreamResponse& a : answers) {
+  for (const v1::StreamAnswer& a : answers) {
     ASSERT_EQ(a.code(), 0) << a.message();
   }
   server_->KeepDir();

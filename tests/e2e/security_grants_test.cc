@@ -389,20 +389,24 @@ TEST_F(SecurityTest, AScheduleStreamChecksEachRequest) {
     grpc::ClientContext context;
     Authorize(context, token);
     auto stream = stub->ScheduleStream(&context);
+    // All in one message: each is still checked on its own.
+    v1::ScheduleStreamRequest message;
     for (const v1::JobSpec& job : jobs) {
-      v1::ScheduleStreamRequest request;
-      *request.mutable_schedule()->mutable_job() = job;
-      if (!stream->Write(request)) break;
+      *message.add_requests()->mutable_schedule()->mutable_job() = job;
     }
+    (void)stream->Write(message);
     stream->WritesDone();
-    std::vector<v1::ScheduleStreamResponse> answers;
+    std::vector<v1::StreamAnswer> answers;
     v1::ScheduleStreamResponse answer;
-    while (stream->Read(&answer)) answers.push_back(answer);
+    while (stream->Read(&answer)) {
+      answers.insert(answers.end(), answer.answers().begin(),
+                     answer.answers().end());
+    }
     *status = stream->Finish();
     return answers;
   };
   grpc::Status status;
-  std::vector<v1::ScheduleStreamResponse> answers =
+  std::vector<v1::StreamAnswer> answers =
       run(kOrdersToken,
           {Job("orders.close", "s1"), Job("billing.x", "s2"),
            Job("orders.close", "s3")},

@@ -163,6 +163,25 @@ void Requests() {
   bad.back() = '\xff';
   Write("request_parser", "get_job_bad_utf8", std::string(1, '\x05') + bad);
 
+  // A message of ScheduleStream (bit 5 of the type byte): a Schedule, a
+  // Reschedule and a Cancel; then the same with the Cancel's id not UTF-8.
+  v1::ScheduleStreamRequest stream;
+  v1::JobSpec* streamed =
+      stream.add_requests()->mutable_schedule()->mutable_job();
+  streamed->set_topic("orders");
+  streamed->set_id("order-1");
+  streamed->set_payload("{}");
+  *streamed->mutable_delay() = Seconds(60);
+  v1::RescheduleRequest* moved = stream.add_requests()->mutable_reschedule();
+  *moved->mutable_key() = Key("orders", "order-1");
+  *moved->mutable_delay() = Seconds(120);
+  *stream.add_requests()->mutable_cancel()->mutable_key() = Key("orders", "x");
+  Request("schedule_stream", 0x20, stream);
+  std::string stream_bad = Serialize(stream);
+  stream_bad.back() = '\xff';
+  Write("request_parser", "schedule_stream_bad_utf8",
+        std::string(1, '\x20') + stream_bad);
+
   v1::ListJobsRequest list;
   list.set_topic("orders");
   list.set_id_prefix("order-");

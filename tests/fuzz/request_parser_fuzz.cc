@@ -7,8 +7,10 @@
 // token, and Authorize for open access and for a principal of an auth file.
 //
 // The input: one byte, whose low 4 bits pick the request type (kTypes
-// below) and whose bit 4 hands the bytes over as two slices rather than
-// one; then the message bytes. Properties: a refusal is INVALID_ARGUMENT;
+// below), whose bit 4 hands the bytes over as two slices rather than one,
+// and whose bit 5 takes the bytes as a message of ScheduleStream instead
+// (split into its requests, each parsed on its own); then the message
+// bytes. Properties: a refusal is INVALID_ARGUMENT;
 // a message that parses holds valid UTF-8 in every string field,
 // serializes to bytes that parse to the same message, and every check
 // after it answers a status of the codes it documents, with results in
@@ -298,6 +300,51 @@ void Fuzz(std::string_view bytes, bool split) {
              allowed.code() == absl::StatusCode::kPermissionDenied);
 }
 
+// A message of ScheduleStream: split into its requests (SplitRepeated),
+// each parsed and checked on its own as a StreamRequest. A message that
+// protobuf parses whole is split into the same requests.
+void FuzzStream(std::string_view bytes, bool split) {
+  std::string flat;
+  std::vector<std::string_view> items;
+  const absl::Status s = server::SplitRepeated(
+      ToBuffer(bytes, split), *v1::ScheduleStreamRequest::descriptor(),
+      v1::ScheduleStreamRequest::kRequestsFieldNumber, flat, items);
+  CheckInvalid(s);
+  FUZZ_CHECK(flat == bytes);
+  v1::ScheduleStreamRequest whole;
+  const bool parsed_whole =
+      whole.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+  if (parsed_whole) {
+    FUZZ_CHECK(s.ok());
+    FUZZ_CHECK(items.size() == static_cast<size_t>(whole.requests_size()));
+  }
+  if (!s.ok()) return;
+  for (size_t i = 0; i < items.size(); ++i) {
+    FUZZ_CHECK(items[i].data() >= flat.data() &&
+               items[i].data() + items[i].size() <= flat.data() + flat.size());
+    v1::StreamRequest req;
+    const absl::Status item = server::ParseRequest(items[i], req);
+    CheckInvalid(item);
+    if (parsed_whole) {
+      FUZZ_CHECK(item.ok());
+      FUZZ_CHECK(Deterministic(req) ==
+                 Deterministic(whole.requests(static_cast<int>(i))));
+    }
+    if (!item.ok()) continue;
+    CheckUtf8(req);
+    std::string topic;
+    if (req.has_schedule()) {
+      Validate("", req.schedule());
+      FUZZ_CHECK(
+          server::Authorize(server::Caller(), req.schedule(), &topic).ok());
+    } else if (req.has_reschedule()) {
+      Validate("", req.reschedule());
+    } else if (req.has_cancel()) {
+      Validate("", req.cancel());
+    }
+  }
+}
+
 using FuzzFn = void (*)(std::string_view, bool);
 constexpr FuzzFn kTypes[16] = {
     Fuzz<v1::ScheduleRequest>,
@@ -323,6 +370,11 @@ constexpr FuzzFn kTypes[16] = {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view bytes = delayd::fuzz::AsText(data + 1, size - 1);
-  kTypes[data[0] & 0x0f](bytes, (data[0] & 0x10) != 0);
+  const bool split = (data[0] & 0x10) != 0;
+  if ((data[0] & 0x20) != 0) {
+    FuzzStream(bytes, split);
+  } else {
+    kTypes[data[0] & 0x0f](bytes, split);
+  }
   return 0;
 }

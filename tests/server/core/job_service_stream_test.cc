@@ -12,18 +12,18 @@
 namespace delayd::server::testing {
 namespace {
 
-v1::ScheduleStreamRequest StreamSchedule(v1::ScheduleRequest req) {
-  v1::ScheduleStreamRequest r;
+v1::StreamRequest StreamSchedule(v1::ScheduleRequest req) {
+  v1::StreamRequest r;
   *r.mutable_schedule() = std::move(req);
   return r;
 }
 
 class JobServiceStreamTest : public JobServiceTest {
  protected:
-  std::vector<v1::ScheduleStreamResponse> Stream(
-      const std::vector<v1::ScheduleStreamRequest>& requests) {
-    std::vector<const v1::ScheduleStreamRequest*> pointers;
-    for (const v1::ScheduleStreamRequest& r : requests) pointers.push_back(&r);
+  std::vector<v1::StreamAnswer> Stream(
+      const std::vector<v1::StreamRequest>& requests) {
+    std::vector<const v1::StreamRequest*> pointers;
+    for (const v1::StreamRequest& r : requests) pointers.push_back(&r);
     return service().Stream(pointers);
   }
 };
@@ -33,7 +33,7 @@ class JobServiceStreamTest : public JobServiceTest {
 // gives, and the Schedules of distinct jobs before a repeat share a write.
 TEST_F(JobServiceStreamTest, EachRequestGetsWhatItsUnaryRpcWouldAnswer) {
   v1::ScheduleRequest invalid = ScheduleReq("no spaces", "x", 1000);
-  std::vector<v1::ScheduleStreamRequest> requests = {
+  std::vector<v1::StreamRequest> requests = {
       StreamSchedule(ScheduleReq("t", "a", 1000, "one")),
       StreamSchedule(ScheduleReq("t", "b", 1000)),
       // The same spec again: an identical retry, OK and not created.
@@ -49,7 +49,7 @@ TEST_F(JobServiceStreamTest, EachRequestGetsWhatItsUnaryRpcWouldAnswer) {
   *requests[5].mutable_reschedule() = RescheduleAtReq("t", "b", kStartMs + 5);
   *requests[6].mutable_cancel() = CancelReq("t", "a");
   // requests[7] holds nothing.
-  const std::vector<v1::ScheduleStreamResponse> answers = Stream(requests);
+  const std::vector<v1::StreamAnswer> answers = Stream(requests);
   ASSERT_EQ(answers.size(), requests.size());
   for (size_t i : {0, 1, 8}) {
     SCOPED_TRACE(i);
@@ -89,14 +89,14 @@ TEST_F(JobServiceStreamTest, EachRequestGetsWhatItsUnaryRpcWouldAnswer) {
 }
 
 TEST_F(JobServiceStreamTest, ARunOfDistinctJobsIsOneSyncedWrite) {
-  std::vector<v1::ScheduleStreamRequest> requests;
+  std::vector<v1::StreamRequest> requests;
   for (int i = 0; i < 100; ++i) {
     requests.push_back(StreamSchedule(ScheduleReq("t", absl::StrCat(i), 1000)));
   }
   requests.push_back(StreamSchedule(ScheduleReq("t", "", 1000)));  // named here
   requests.push_back(StreamSchedule(ScheduleReq("t", "", 1000)));
-  const std::vector<v1::ScheduleStreamResponse> answers = Stream(requests);
-  for (const v1::ScheduleStreamResponse& a : answers) {
+  const std::vector<v1::StreamAnswer> answers = Stream(requests);
+  for (const v1::StreamAnswer& a : answers) {
     EXPECT_EQ(a.code(), 0) << a.message();
     EXPECT_TRUE(a.schedule().created());
   }
@@ -109,12 +109,12 @@ TEST_F(JobServiceStreamTest, ARunOfDistinctJobsIsOneSyncedWrite) {
 // An occurrence's id ('@') is written alone: a Schedule before it in the
 // stream may replace its recurring job and withdraw it.
 TEST_F(JobServiceStreamTest, AnIdWithAnAtIsWrittenAlone) {
-  const std::vector<v1::ScheduleStreamResponse> answers =
+  const std::vector<v1::StreamAnswer> answers =
       Stream({StreamSchedule(ScheduleReq("t", "x", 1000)),
               StreamSchedule(ScheduleReq("t", "x@1", 1000)),
               StreamSchedule(ScheduleReq("t", "y", 1000)),
               StreamSchedule(ScheduleReq("t", "z", 1000))});
-  for (const v1::ScheduleStreamResponse& a : answers) {
+  for (const v1::StreamAnswer& a : answers) {
     EXPECT_EQ(a.code(), 0) << a.message();
   }
   EXPECT_EQ(memory_.stats().synced_writes, 3u);  // x; x@1; y and z
@@ -124,13 +124,13 @@ TEST_F(JobServiceStreamTest, AnIdWithAnAtIsWrittenAlone) {
 // store's error, and writes nothing; the requests after it still run.
 TEST_F(JobServiceStreamTest, AFailedWriteAnswersEachRequestOfItsRun) {
   store_.FailNextWrites(1, absl::UnavailableError("disk on fire"));
-  std::vector<v1::ScheduleStreamRequest> requests = {
+  std::vector<v1::StreamRequest> requests = {
       StreamSchedule(ScheduleReq("t", "a", 1000)),
       StreamSchedule(ScheduleReq("t", "b", 1000)),
       {},
   };
   *requests[2].mutable_cancel() = CancelReq("t", "a");
-  const std::vector<v1::ScheduleStreamResponse> answers = Stream(requests);
+  const std::vector<v1::StreamAnswer> answers = Stream(requests);
   for (size_t i : {0, 1}) {
     EXPECT_EQ(answers[i].code(),
               static_cast<int>(absl::StatusCode::kUnavailable));
