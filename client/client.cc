@@ -9,6 +9,7 @@
 #include "client/backoff.h"
 #include "client/connection/await_ready.h"
 #include "client/connection/credentials.h"
+#include "client/schedule_pipe.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -120,7 +121,17 @@ Client::Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
       token_(TokenOf(options_)),
       token_error_(CheckTokenOf(options_, token_)),
       channel_(std::move(channel)),
-      stub_(v1::DelayQueue::NewStub(channel_)) {}
+      stub_(v1::DelayQueue::NewStub(channel_)),
+      pipe_(options_.schedule_stream
+                ? std::make_unique<SchedulePipe>(
+                      stub_.get(),
+                      [this](grpc::ClientContext* c) { Authorize(c); },
+                      SchedulePipe::Options{
+                          .max_batch = 1000,
+                          .linger =
+                              std::clamp(options_.linger, absl::ZeroDuration(),
+                                         absl::Seconds(1))})
+                : nullptr) {}
 
 Client::~Client() = default;
 
@@ -131,11 +142,11 @@ void Client::Authorize(grpc::ClientContext* context) const {
   }
 }
 
-// Runs `attempt(context)` until it succeeds, fails with a code other than
+// Runs `attempt(deadline)` until it succeeds, fails with a code other than
 // UNAVAILABLE, runs out of attempts, or the next backoff would pass the
 // deadline. Every attempt shares the call's one deadline.
 template <typename Fn>
-absl::Status Client::Call(bool retry, const CallOptions& call, Fn attempt) {
+absl::Status Client::Retrying(bool retry, const CallOptions& call, Fn attempt) {
   if (!token_error_.ok()) return token_error_;
   const absl::Time deadline =
       absl::Now() + call.deadline.value_or(options_.default_deadline);
@@ -149,10 +160,7 @@ absl::Status Client::Call(bool retry, const CallOptions& call, Fn attempt) {
   connection::AwaitReady(*channel_, deadline,
                          options_.max_reconnect_backoff + absl::Seconds(1));
   for (int n = 1;; ++n) {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(deadline));
-    Authorize(&context);
-    const grpc::Status status = attempt(&context);
+    const grpc::Status status = attempt(deadline);
     if (status.ok()) return absl::OkStatus();
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
         n >= max_attempts) {
@@ -176,9 +184,39 @@ absl::Status Client::Call(bool retry, const CallOptions& call, Fn attempt) {
   }
 }
 
+template <typename Fn>
+absl::Status Client::Call(bool retry, const CallOptions& call, Fn attempt) {
+  return Retrying(retry, call, [&](absl::Time deadline) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    Authorize(&context);
+    return attempt(&context);
+  });
+}
+
+absl::Status Client::Streamed(bool retry, const CallOptions& call,
+                              const v1::StreamRequest& request,
+                              v1::StreamAnswer* answer) {
+  return Retrying(retry, call, [&](absl::Time deadline) {
+    grpc::Status s = pipe_->Call(request, deadline, answer);
+    if (!s.ok() || answer->code() == 0) return s;
+    return grpc::Status(static_cast<grpc::StatusCode>(answer->code()),
+                        answer->message());
+  });
+}
+
 absl::StatusOr<v1::ScheduleResponse> Client::Schedule(const v1::JobSpec& job,
                                                       v1::IfExists if_exists,
                                                       const CallOptions& call) {
+  if (pipe_ != nullptr) {
+    v1::StreamRequest request;
+    *request.mutable_schedule()->mutable_job() = job;
+    request.mutable_schedule()->set_if_exists(if_exists);
+    v1::StreamAnswer answer;
+    absl::Status s = Streamed(!job.id().empty(), call, request, &answer);
+    if (!s.ok()) return s;
+    return std::move(*answer.mutable_schedule());
+  }
   v1::ScheduleRequest request;
   *request.mutable_job() = job;
   request.set_if_exists(if_exists);
@@ -227,6 +265,14 @@ absl::StatusOr<v1::Job> Client::DoReschedule(const std::string& topic,
                                              v1::RescheduleRequest request,
                                              const CallOptions& call) {
   *request.mutable_key() = KeyOf(topic, id);
+  if (pipe_ != nullptr) {
+    v1::StreamRequest streamed;
+    *streamed.mutable_reschedule() = std::move(request);
+    v1::StreamAnswer answer;
+    absl::Status s = Streamed(true, call, streamed, &answer);
+    if (!s.ok()) return s;
+    return std::move(*answer.mutable_reschedule()->mutable_job());
+  }
   v1::RescheduleResponse response;
   absl::Status s = Call(true, call, [&](grpc::ClientContext* c) {
     return stub_->Reschedule(c, request, &response);
@@ -240,6 +286,14 @@ absl::StatusOr<v1::CancelResponse> Client::Cancel(const std::string& topic,
                                                   const CallOptions& call) {
   v1::CancelRequest request;
   *request.mutable_key() = KeyOf(topic, id);
+  if (pipe_ != nullptr) {
+    v1::StreamRequest streamed;
+    *streamed.mutable_cancel() = std::move(request);
+    v1::StreamAnswer answer;
+    absl::Status s = Streamed(false, call, streamed, &answer);
+    if (!s.ok()) return s;
+    return std::move(*answer.mutable_cancel());
+  }
   v1::CancelResponse response;
   absl::Status s = Call(false, call, [&](grpc::ClientContext* c) {
     return stub_->Cancel(c, request, &response);

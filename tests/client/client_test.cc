@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -325,6 +326,11 @@ class CountingInterceptor : public grpc::experimental::Interceptor {
                 PRE_SEND_INITIAL_METADATA)) {
       counter_->Add(method_);
     }
+    // Messages sent, under "METHOD#messages".
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_MESSAGE)) {
+      counter_->Add(method_ + "#messages");
+    }
     methods->Proceed();
   }
 
@@ -350,6 +356,15 @@ class ClientRetryTest : public ClientTest {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(ClientTest::SetUp());
+    client::ClientOptions options = Options();
+    options.retry.max_attempts = 3;
+    options.retry.initial_backoff = absl::Milliseconds(10);
+    options.retry.max_backoff = absl::Milliseconds(20);
+    counted_ = Counted(options);
+  }
+
+  // A Client whose attempts and messages counter_ counts.
+  std::unique_ptr<Client> Counted(const client::ClientOptions& options) {
     std::vector<
         std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
         factories;
@@ -357,11 +372,7 @@ class ClientRetryTest : public ClientTest {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
-    client::ClientOptions options = Options();
-    options.retry.max_attempts = 3;
-    options.retry.initial_backoff = absl::Milliseconds(10);
-    options.retry.max_backoff = absl::Milliseconds(20);
-    counted_ = std::make_unique<Client>(
+    return std::make_unique<Client>(
         grpc::experimental::CreateCustomChannelWithInterceptors(
             address_, grpc::InsecureChannelCredentials(), args,
             std::move(factories)),
@@ -376,34 +387,150 @@ TEST_F(ClientRetryTest, WhileTheServerIsDownOnlySafeCallsAreRetried) {
   ASSERT_OK(counted_->GetStats());  // connected once
   ASSERT_NO_FATAL_FAILURE(StopServer(SIGKILL));
   struct Case {
-    std::string method;
-    int attempts;
-    absl::Status status;
+    std::string call;
+    int want_attempts;
+    std::function<absl::Status()> run;
   };
+  // Schedule, Reschedule and Cancel go over a ScheduleStream: each attempt
+  // on a server that is down opens one.
   std::vector<Case> cases = {
       {"Schedule", 3,
-       counted_->Schedule(JobAfter("t", "with-id", "", absl::Hours(1)))
-           .status()},
-      {"GetJob", 3, counted_->GetJob("t", "x").status()},
-      {"Ack", 3, counted_->Ack({"token"}).status()},
-      {"Cancel", 1, counted_->Cancel("t", "x").status()},
+       [&] {
+         return counted_->Schedule(JobAfter("t", "with-id", "", absl::Hours(1)))
+             .status();
+       }},
+      // The server mints ids: a retry could create a second job.
+      {"Schedule", 1,
+       [&] {
+         return counted_->Schedule(JobAfter("t", "", "", absl::Hours(1)))
+             .status();
+       }},
+      {"Reschedule", 3,
+       [&] { return counted_->Reschedule("t", "x", absl::Hours(2)).status(); }},
+      {"Cancel", 1, [&] { return counted_->Cancel("t", "x").status(); }},
+      {"GetJob", 3, [&] { return counted_->GetJob("t", "x").status(); }},
+      {"Ack", 3, [&] { return counted_->Ack({"token"}).status(); }},
   };
   for (const Case& c : cases) {
-    EXPECT_EQ(c.status.code(), absl::StatusCode::kUnavailable) << c.method;
-    EXPECT_EQ(counter_.Of(c.method), c.attempts) << c.method << c.status;
+    const bool streamed =
+        c.call == "Schedule" || c.call == "Reschedule" || c.call == "Cancel";
+    const std::string method = streamed ? "ScheduleStream" : c.call;
+    const int before = counter_.Of(method);
+    const absl::Status status = c.run();
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << c.call;
+    EXPECT_EQ(counter_.Of(method) - before, c.want_attempts)
+        << c.call << " " << status;
   }
-  // The server mints ids: a retry could create a second job.
-  const int before = counter_.Of("Schedule");
-  EXPECT_EQ(
-      counted_->Schedule(JobAfter("t", "", "", absl::Hours(1))).status().code(),
-      absl::StatusCode::kUnavailable);
-  EXPECT_EQ(counter_.Of("Schedule") - before, 1);
+  EXPECT_EQ(counter_.Of("Schedule"), 0);
   std::vector<v1::ScheduleRequest> mixed(2);
   *mixed[0].mutable_job() = JobAfter("t", "b", "", absl::Hours(1));
   *mixed[1].mutable_job() = JobAfter("t", "", "", absl::Hours(1));
   EXPECT_EQ(counted_->ScheduleBatch(mixed).status().code(),
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(counter_.Of("ScheduleBatch"), 1);
+}
+
+// Threads calling at once share the ScheduleStream's messages (linger
+// holds the first for the others), and each gets exactly its own result: a
+// duplicate id and an invalid job only in their own, as unary calls would.
+TEST_F(ClientRetryTest, CallsSharingAMessageEachGetTheirOwnResult) {
+  client::ClientOptions options = Options();
+  options.linger = absl::Seconds(1);  // the most: the threads all join
+  std::unique_ptr<Client> batching = Counted(options);
+  constexpr int kThreads = 12;
+  std::vector<v1::JobSpec> jobs;
+  for (int i = 0; i < kThreads - 3; ++i) {
+    jobs.push_back(JobAfter("shared", absl::StrCat("j", i), absl::StrCat(i),
+                            absl::Hours(1)));
+  }
+  jobs.push_back(JobAfter("shared", "dup", "first", absl::Hours(1)));
+  jobs.push_back(JobAfter("shared", "dup", "second", absl::Hours(1)));
+  jobs.push_back(JobAfter("no spaces", "bad", "", absl::Hours(1)));
+  std::vector<absl::StatusOr<v1::ScheduleResponse>> results(
+      kThreads, absl::UnknownError("not run"));
+  absl::Mutex mu;
+  int ready = 0;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      {
+        absl::MutexLock lock(&mu);
+        ++ready;
+        mu.Await(absl::Condition(
+            +[](int* n) { return *n == kThreads; }, &ready));
+      }
+      results[i] = batching->Schedule(jobs[i]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+
+  // Fewer messages than calls: they were shared.
+  EXPECT_LT(counter_.Of("ScheduleStream#messages"), kThreads);
+  EXPECT_EQ(counter_.Of("Schedule"), 0);
+  for (int i = 0; i < kThreads - 3; ++i) {
+    ASSERT_OK(results[i]);
+    EXPECT_TRUE(results[i]->created());
+    EXPECT_EQ(results[i]->job().id(), jobs[i].id());
+    EXPECT_EQ(results[i]->job().payload(), jobs[i].payload());
+  }
+  // One of the two duplicates made the job; the other is refused.
+  const int dup = kThreads - 3;
+  ASSERT_NE(results[dup].ok(), results[dup + 1].ok())
+      << results[dup].status() << " / " << results[dup + 1].status();
+  const int made = results[dup].ok() ? dup : dup + 1;
+  EXPECT_EQ(results[made]->job().payload(), jobs[made].payload());
+  EXPECT_EQ(results[dup + dup + 1 - made].status().code(),
+            absl::StatusCode::kAlreadyExists);
+  auto stored = client_->GetJob("shared", "dup");
+  ASSERT_OK(stored);
+  EXPECT_EQ(stored->payload(), jobs[made].payload());
+  // The invalid job gets what a unary Schedule answers it.
+  client::ClientOptions unary_options = Options();
+  unary_options.schedule_stream = false;
+  const absl::Status unary =
+      Client(unary_options).Schedule(jobs.back()).status();
+  EXPECT_EQ(unary.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(results.back().status(), unary);
+}
+
+// A stream that breaks (the server restarts) fails nothing silently: the
+// jobs OK'd before a SIGKILL are all there after it, and the next calls
+// open a new stream and succeed.
+TEST_F(ClientRetryTest, AfterASigkillTheOkJobsAreThereAndANewStreamOpens) {
+  std::vector<std::thread> threads;
+  std::vector<int> ok(8, 0);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        if (counted_
+                ->Schedule(JobAfter("kill", absl::StrCat(t, "-", i), "",
+                                    absl::Hours(1)))
+                .ok()) {
+          ++ok[t];
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(counter_.Of("ScheduleStream"), 1);
+  ASSERT_NO_FATAL_FAILURE(StopServer(SIGKILL));
+  ASSERT_NO_FATAL_FAILURE(StartServerAgain());
+  for (int t = 0; t < 8; ++t) {
+    EXPECT_EQ(ok[t], 25) << t;
+    for (int i = 0; i < ok[t]; ++i) {
+      ASSERT_OK(client_->GetJob("kill", absl::StrCat(t, "-", i)));
+    }
+  }
+  CallOptions patient;
+  patient.deadline = absl::Seconds(30);
+  client::RpcRetryPolicy many;
+  many.max_attempts = 100;
+  many.initial_backoff = absl::Milliseconds(20);
+  many.max_backoff = absl::Milliseconds(100);
+  patient.retry = many;
+  ASSERT_OK(counted_->Schedule(JobAfter("kill", "after", "", absl::Hours(1)),
+                               v1::IF_EXISTS_FAIL, patient));
+  EXPECT_GE(counter_.Of("ScheduleStream"), 2);
 }
 
 TEST_F(ClientRetryTest, ScheduleWithIdRidesOutARestart) {
