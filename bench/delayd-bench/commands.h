@@ -9,6 +9,8 @@
 namespace delayd::bench {
 
 int LoadCommand(Args& args);
+// `library`: Client::Schedule from many threads (library_command.cc).
+int LibraryCommand(Args& args);
 // herd: the burst with other defaults (1M jobs, all due at one instant).
 int BurstCommand(Args& args, bool herd);
 int WaitReadyCommand(Args& args);

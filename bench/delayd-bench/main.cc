@@ -25,7 +25,8 @@ namespace {
 void Usage() {
   std::fprintf(
       stderr,
-      "usage: delayd-bench load|burst|herd|waitready --target HOST:PORT "
+      "usage: delayd-bench load|burst|herd|waitready|library --target "
+      "HOST:PORT "
       "[--name value ...]\n"
       "  load      [--topic bench] [--jobs 1000000] [--conns 8] [--batch 1]\n"
       "            [--max-seconds 0] [--min-delay-ms 60000] "
@@ -42,6 +43,10 @@ void Usage() {
       "  herd      as burst, defaults --jobs 1000000 --batch 1000 --lead-ms "
       "30000 --window-ms 1\n"
       "  waitready --expect N [--topic ''] [--timeout 300]\n"
+      "  library   [--threads 8] [--jobs 1000000] [--max-seconds 0] "
+      "[--linger-us 0]\n"
+      "            [--unary 0] [--topic bench] [--min-delay-ms 60000] "
+      "[--max-delay-ms 3600000]\n"
       "every command: [--token TOKEN] (default $DELAYD_TOKEN), and for TLS\n"
       "  --tls-ca PEM [--tls-cert PEM --tls-key PEM] [--tls-server-name "
       "NAME]\n");
@@ -61,6 +66,7 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   delayd::bench::Args args(argc, argv, 2);
   if (command == "load") return delayd::bench::LoadCommand(args);
+  if (command == "library") return delayd::bench::LibraryCommand(args);
   if (command == "burst") return delayd::bench::BurstCommand(args, false);
   if (command == "herd") return delayd::bench::BurstCommand(args, true);
   if (command == "waitready") return delayd::bench::WaitReadyCommand(args);

@@ -1,6 +1,6 @@
 // floor_server: the transport floor of delayd's delivery path. It serves
-// just enough of delayd.v1.DelayQueue (Schedule, ScheduleBatch, Subscribe,
-// Ack, GetStats, and grpc.health.v1) for `delayd-bench burst` and `herd` to
+// just enough of delayd.v1.DelayQueue (Schedule, ScheduleBatch,
+// ScheduleStream, Subscribe, Ack, GetStats, and grpc.health.v1) for `delayd-bench burst` and `herd` to
 // run against it unchanged, with everything but gRPC taken away: jobs live
 // in a mutex-guarded std::multimap per topic, one timer thread hands due jobs
 // to subscribers round-robin within their max_in_flight credit, and the
@@ -13,9 +13,10 @@
 // stream ends unacked is simply gone), Nack/ExtendLease/Cancel and the query
 // rpcs (UNIMPLEMENTED), ids made by the server, if_exists, retention.
 //
-// With --discard, Schedule and ScheduleBatch build the reply (the job as
-// delayd shows it) and keep nothing: the floor of one unary Schedule, parse
-// and reply with nothing behind it (issue 18). Nothing is then delivered.
+// With --discard, Schedule, ScheduleBatch and ScheduleStream build the
+// reply (the job as delayd shows it) and keep nothing: the floor of one
+// unary Schedule, or of the client library's stream, parse and reply with
+// nothing behind it (issue 18). Nothing is then delivered.
 //
 // Usage: floor_server [ADDRESS] [--discard]
 //        (default 127.0.0.1:7600; runs until killed)
@@ -371,6 +372,89 @@ class SubscribeReactor final
   uint64_t id_ = 0;
 };
 
+// One ScheduleStream, answered inline on gRPC's thread: each Schedule of a
+// message gets the reply Schedule would (--discard: nothing kept), a
+// Reschedule or Cancel UNIMPLEMENTED. One read and one write outstanding;
+// answers ready while a write is out go together in the next.
+class ScheduleStreamReactor final
+    : public grpc::ServerBidiReactor<v1::ScheduleStreamRequest,
+                                     v1::ScheduleStreamResponse> {
+ public:
+  ScheduleStreamReactor(Queue* queue, bool keep) : queue_(queue), keep_(keep) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      bool finish = false;
+      {
+        absl::MutexLock lock(&mu_);
+        read_done_ = true;
+        finish = !writing_;
+      }
+      if (finish) Finish(grpc::Status::OK);
+      return;
+    }
+    v1::ScheduleStreamResponse response;
+    const int64_t now = NowMs();
+    for (const v1::StreamRequest& r : request_.requests()) {
+      v1::StreamAnswer* answer = response.add_answers();
+      if (r.has_schedule()) {
+        *answer->mutable_schedule()->mutable_job() =
+            queue_->Add(r.schedule().job(), now, keep_);
+        answer->mutable_schedule()->set_created(true);
+      } else {
+        answer->set_code(static_cast<int>(grpc::StatusCode::UNIMPLEMENTED));
+      }
+    }
+    bool write = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (writing_) {
+        for (v1::StreamAnswer& a : *response.mutable_answers()) {
+          *pending_.add_answers() = std::move(a);
+        }
+      } else {
+        writing_ = true;
+        writing_message_ = std::move(response);
+        write = true;
+      }
+    }
+    if (write) StartWrite(&writing_message_);
+    StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    bool write = false;
+    bool finish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (ok && pending_.answers_size() > 0) {
+        writing_message_ = std::move(pending_);
+        pending_.Clear();
+        write = true;
+      } else {
+        writing_ = false;
+        finish = read_done_ || !ok;
+      }
+    }
+    if (write) StartWrite(&writing_message_);
+    if (finish) Finish(grpc::Status::OK);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  Queue* const queue_;
+  const bool keep_;
+  v1::ScheduleStreamRequest request_;  // the read path's alone
+  v1::ScheduleStreamResponse writing_message_;
+  absl::Mutex mu_;
+  v1::ScheduleStreamResponse pending_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 class Service final : public v1::DelayQueue::CallbackService {
  public:
   // keep: Schedule and ScheduleBatch queue their jobs for delivery.
@@ -394,6 +478,12 @@ class Service final : public v1::DelayQueue::CallbackService {
       result->set_created(true);
     }
     return Done(context);
+  }
+
+  grpc::ServerBidiReactor<v1::ScheduleStreamRequest,
+                          v1::ScheduleStreamResponse>*
+  ScheduleStream(grpc::CallbackServerContext* /*context*/) override {
+    return new ScheduleStreamReactor(&queue_, keep_);
   }
 
   grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(

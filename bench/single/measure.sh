@@ -6,8 +6,16 @@
 #   delayd-none   delayd --sync=none;
 #   delayd-always delayd --sync=always (the default);
 #   stream-none, stream-always   delayd, each connection a ScheduleStream
-#                 with STREAM_WINDOW (16) requests in flight (not in the
-#                 default set: ONLY=... to add them);
+#                 with STREAM_WINDOW (16) requests in flight, one request
+#                 per message (not in the default set: ONLY=... to add
+#                 them);
+#   lib-none, lib-always   delayd through the C++ client library: 8 threads
+#                 sharing one Client, each calling Client::Schedule one job
+#                 at a time (delayd-bench library; over its ScheduleStream);
+#   batch64-none, batch64-always   the same with 64 threads and the
+#                 library's linger at LINGER_US (200) microseconds;
+#   lib-floor, batch64-floor   those two loads against floor_server
+#                 --discard: the library's transport floor;
 #   redis-always, redis-everysec   Redis, appendfsync always / everysec;
 #   bean-f0, bean-f50              beanstalkd, binlog fsync -f0 / -f50;
 # each a fresh server in a fresh dir under DATA_ROOT, loaded for
@@ -33,8 +41,9 @@ build=$(cd "${1:-$REPO/build}" && pwd)
 ROUNDS=${ROUNDS:-3}
 MAX_SECONDS=${MAX_SECONDS:-15}
 DATA_ROOT=${DATA_ROOT:-/var/tmp}
-ONLY=${ONLY:-floor,delayd-none,delayd-always,redis-always,redis-everysec,bean-f0,bean-f50}
+ONLY=${ONLY:-floor,delayd-none,delayd-always,lib-floor,lib-none,lib-always,batch64-floor,batch64-always,redis-always,redis-everysec,bean-f0,bean-f50}
 STREAM_WINDOW=${STREAM_WINDOW:-16}
+LINGER_US=${LINGER_US:-200}
 PEERS_DIR=${PEERS_DIR:-$REPO/../shared/peers}
 JEMALLOC=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 DELAYD=$build/server/delayd
@@ -70,10 +79,10 @@ run() {
   port=$(free_port)
   out=$OUT/$config-$round.json
   case $config in
-    floor)
+    floor | *-floor)
       LD_PRELOAD=$JEMALLOC "$FLOOR" "127.0.0.1:$port" --discard >"$dir/log" 2>&1 &
       server=$! ;;
-    delayd-* | stream-*)
+    delayd-* | stream-* | lib-* | batch64-*)
       "$DELAYD" --listen="127.0.0.1:$port" --http-listen=127.0.0.1:0 \
         --data-dir="$dir/data" --sync="${config#*-}" >"$dir/log" 2>&1 &
       server=$! ;;
@@ -100,6 +109,14 @@ run() {
       "$BENCH" load --target "127.0.0.1:$port" --topic single --jobs 100000000 \
         --conns 8 --batch 1 --max-seconds "$MAX_SECONDS" "${stream[@]}" \
         >"$out" 2>>"$OUT/client.log" ;;
+    lib-* | batch64-*)
+      local threads=8 linger=0
+      [[ $config == batch64-* ]] && threads=64 linger=$LINGER_US
+      "$BENCH" waitready --target "127.0.0.1:$port" --expect 0 --timeout 60 >/dev/null
+      j0=$(jiffies "$server")
+      "$BENCH" library --target "127.0.0.1:$port" --topic single \
+        --jobs 100000000 --threads "$threads" --linger-us "$linger" \
+        --max-seconds "$MAX_SECONDS" >"$out" 2>>"$OUT/client.log" ;;
     *)
       local peer=${config%%-*}  # dqbench's name: redis or bean
       "$DQ" "$peer" waitready --port "$port" --expect 0 --timeout 60 >/dev/null
