@@ -13,6 +13,11 @@
 # result. Exits 1 when a target found a crash, leak, timeout or
 # out-of-memory. Builds nothing: run tests/fuzz/run.sh 1 first.
 #
+# Never pause a run (kill -STOP) to quiet the machine, e.g. for a benchmark:
+# libFuzzer's -timeout is wall-clock time, so a pause of over 10 s reports
+# the input under way as a timeout (a false finding; it reruns in
+# milliseconds). At nice 19 a run yields the cores to anything else anyway.
+#
 # usage: tests/fuzz/long_run.sh CPU_SECONDS TARGET...
 set -euo pipefail
 cd "$(dirname "$0")/../.."
