@@ -124,7 +124,7 @@ Client::Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
       stub_(v1::DelayQueue::NewStub(channel_)),
       pipe_(options_.schedule_stream
                 ? std::make_unique<SchedulePipe>(
-                      stub_.get(),
+                      channel_.get(), stub_.get(),
                       [this](grpc::ClientContext* c) { Authorize(c); },
                       SchedulePipe::Options{
                           .max_batch = 1000,

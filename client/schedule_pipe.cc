@@ -36,41 +36,35 @@ struct SchedulePipe::Stream {
   std::thread reader;
 };
 
-SchedulePipe::SchedulePipe(v1::DelayQueue::Stub* stub,
+SchedulePipe::SchedulePipe(grpc::Channel* channel, v1::DelayQueue::Stub* stub,
                            std::function<void(grpc::ClientContext*)> authorize,
                            Options options)
-    : stub_(stub), authorize_(std::move(authorize)), options_(options) {}
+    : channel_(channel),
+      stub_(stub),
+      authorize_(std::move(authorize)),
+      options_(options) {}
 
 SchedulePipe::~SchedulePipe() {
   std::deque<std::shared_ptr<Stream>> streams;
   {
     absl::MutexLock lock(&mu_);
-    closing_ = true;
-    for (const std::shared_ptr<Pending>& p : queued_) {
-      p->queued = false;
-      p->done = true;
-      p->status = grpc::Status(grpc::StatusCode::CANCELLED,
-                               "the client is being destroyed");
-      p->cv.Signal();
-    }
-    queued_.clear();
     streams.swap(retired_);
     if (stream_ != nullptr) streams.push_back(std::move(stream_));
   }
-  // Each reader then fails what its stream did not answer.
+  // Each reader then ends (with no call in progress, nothing is waiting).
   for (const std::shared_ptr<Stream>& s : streams) s->context.TryCancel();
   for (const std::shared_ptr<Stream>& s : streams) s->reader.join();
 }
 
 grpc::Status SchedulePipe::Call(v1::StreamRequest request, absl::Time deadline,
                                 v1::StreamAnswer* answer) {
+  if (absl::Now() >= deadline) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "Deadline Exceeded");
+  }
   auto p = std::make_shared<Pending>();
   p->request = std::move(request);
   absl::MutexLock lock(&mu_);
-  if (closing_) {
-    return grpc::Status(grpc::StatusCode::CANCELLED,
-                        "the client is being destroyed");
-  }
   p->queued_at = absl::Now();
   queued_.push_back(p);
   while (!p->done) {
@@ -99,29 +93,40 @@ grpc::Status SchedulePipe::Call(v1::StreamRequest request, absl::Time deadline,
 }
 
 void SchedulePipe::Write(const std::shared_ptr<Pending>& own) {
-  while (!queued_.empty() && !own->done && !closing_) {
+  while (!queued_.empty() && !own->done) {
     if (options_.linger > absl::ZeroDuration() &&
         queued_.size() < options_.max_batch) {
       mu_.AwaitWithDeadline(
           absl::Condition(
               +[](SchedulePipe* pipe) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                return pipe->queued_.size() >= pipe->options_.max_batch ||
-                       pipe->closing_;
+                return pipe->queued_.size() >= pipe->options_.max_batch;
               },
               this),
           queued_.front()->queued_at + options_.linger);
-      if (queued_.empty() || closing_) break;
+      if (queued_.empty()) break;
     } else {
       // Callers woken by the last answers are likely runnable but not yet
       // queued: give them the core first, so they share this message.
       mu_.Unlock();
       std::this_thread::yield();
       mu_.Lock();
-      if (queued_.empty() || own->done || closing_) break;
+      if (queued_.empty() || own->done) break;
     }
     std::shared_ptr<Stream> s = OpenLocked();
-    v1::ScheduleStreamRequest message;
     const size_t n = std::min(queued_.size(), options_.max_batch);
+    if (s == nullptr) {
+      for (size_t i = 0; i < n; ++i) {
+        std::shared_ptr<Pending> p = std::move(queued_.front());
+        queued_.pop_front();
+        p->queued = false;
+        p->status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 "not connected to the server");
+        p->done = true;
+        p->cv.Signal();
+      }
+      continue;
+    }
+    v1::ScheduleStreamRequest message;
     for (size_t i = 0; i < n; ++i) {
       std::shared_ptr<Pending> p = std::move(queued_.front());
       queued_.pop_front();
@@ -144,6 +149,9 @@ void SchedulePipe::Write(const std::shared_ptr<Pending>& own) {
 
 std::shared_ptr<SchedulePipe::Stream> SchedulePipe::OpenLocked() {
   if (stream_ != nullptr && !stream_->broken) return stream_;
+  if (channel_->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY) {
+    return nullptr;
+  }
   if (stream_ != nullptr) retired_.push_back(std::move(stream_));
   // Readers done with the pipe only return: joining them here is quick.
   for (auto it = retired_.begin(); it != retired_.end();) {

@@ -17,7 +17,10 @@
 // (UNAVAILABLE when the server went away): it was applied, or not, as a
 // whole, as after a unary call that failed the same way. The next call
 // opens a new stream. A caller's deadline ends its wait with
-// DEADLINE_EXCEEDED; a request not yet written by then is never sent.
+// DEADLINE_EXCEEDED; a request not yet written by then is never sent. (The
+// caller that is writing waits for its Write to return: on a connection
+// that went silent without closing, that is once HTTP/2 flow control has
+// room again or TCP gives up.)
 //
 // Thread-safe. Private to the client library.
 #ifndef DELAYD_CLIENT_SCHEDULE_PIPE_H_
@@ -34,6 +37,7 @@
 #include "absl/time/time.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "delayd/v1/delayd.pb.h"
+#include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 
@@ -49,19 +53,22 @@ class SchedulePipe {
     absl::Duration linger = absl::ZeroDuration();
   };
 
-  // `stub` must outlive the pipe; `authorize` adds the call metadata of a
-  // new stream.
-  SchedulePipe(v1::DelayQueue::Stub* stub,
+  // `channel` (the stub's) and `stub` must outlive the pipe; `authorize`
+  // adds the call metadata of a new stream.
+  SchedulePipe(grpc::Channel* channel, v1::DelayQueue::Stub* stub,
                std::function<void(grpc::ClientContext*)> authorize,
                Options options);
   SchedulePipe(const SchedulePipe&) = delete;
   SchedulePipe& operator=(const SchedulePipe&) = delete;
-  // Cancels the stream; calls still waiting fail with CANCELLED.
+  // Cancels the stream and joins its reader. REQUIRES: no Call in
+  // progress (as for the Client that owns it).
   ~SchedulePipe();
 
   // Sends `request` and waits until its answer comes, the stream breaks
   // (its status, not OK) or `deadline` passes (DEADLINE_EXCEEDED). On OK,
-  // `answer` holds the server's answer, whose own code may be an error.
+  // `answer` holds the server's answer, whose own code may be an error. A
+  // stream is opened only on a READY channel (a write on a connecting one
+  // could outlast the deadline): else UNAVAILABLE, nothing sent.
   grpc::Status Call(v1::StreamRequest request, absl::Time deadline,
                     v1::StreamAnswer* answer);
 
@@ -73,12 +80,13 @@ class SchedulePipe {
   // its own request `own` is answered.
   void Write(const std::shared_ptr<Pending>& own)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The open stream, opened if there is none (or it broke); null if the
-  // pipe is closing.
+  // The open stream, opened if there is none (or it broke); null when one
+  // is needed and the channel is not READY.
   std::shared_ptr<Stream> OpenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A stream's reader thread.
   void Read(Stream* stream);
 
+  grpc::Channel* const channel_;
   v1::DelayQueue::Stub* const stub_;
   const std::function<void(grpc::ClientContext*)> authorize_;
   const Options options_;
@@ -90,7 +98,6 @@ class SchedulePipe {
   std::shared_ptr<Stream> stream_ ABSL_GUARDED_BY(mu_);
   // Streams that broke, whose reader threads are still to be joined.
   std::deque<std::shared_ptr<Stream>> retired_ ABSL_GUARDED_BY(mu_);
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace delayd::client

@@ -35,7 +35,9 @@
 //     is done, retried or extended as asked.
 //   * Over the ScheduleStream (ClientOptions::schedule_stream), an attempt
 //     is one request on the stream, and it fails UNAVAILABLE, like a unary
-//     attempt, when the stream breaks before answering it.
+//     attempt, when the stream breaks before answering it, or when a
+//     stream is to be opened and the connection is not ready (nothing is
+//     sent then).
 //   * Cancel is NOT retried: its answer is the point (CANCELED vs NOT_FOUND
 //     tells "the timeout will not fire" from "it already fired"), and a
 //     retry after a lost attempt that canceled would answer NOT_FOUND.
