@@ -1,12 +1,12 @@
 // floor_server: the transport floor of delayd's delivery path. It serves
 // just enough of delayd.v1.DelayQueue (Schedule, ScheduleBatch,
-// ScheduleStream, Subscribe, Ack, GetStats, and grpc.health.v1) for `delayd-bench burst` and `herd` to
-// run against it unchanged, with everything but gRPC taken away: jobs live
-// in a mutex-guarded std::multimap per topic, one timer thread hands due jobs
-// to subscribers round-robin within their max_in_flight credit, and the
-// messages on the wire are the size delayd's are (the full job, an ack token
-// of delayd's length, lease_expires_at). What delayd's delivery costs beyond
-// this server's is delayd's own work.
+// ScheduleStream, Subscribe, Ack, GetStats, and grpc.health.v1) for
+// `delayd-bench burst` and `herd` to run against it unchanged, with everything
+// but gRPC taken away: jobs live in a mutex-guarded std::multimap per topic,
+// one timer thread hands due jobs to subscribers round-robin within their
+// max_in_flight credit, and the messages on the wire are the size delayd's are
+// (the full job, an ack token of delayd's length, lease_expires_at). What
+// delayd's delivery costs beyond this server's is delayd's own work.
 //
 // Left out on purpose: durability (no store, no WAL), validation (a request
 // is taken as it comes), leases (no lease timers, no redelivery; a job whose
