@@ -371,6 +371,19 @@ class CountingFactory
 
 class ClientRetryTest : public ClientTest {
  protected:
+  // A call that rides out a server restart: retried every 20-100 ms for up
+  // to 60 s.
+  static CallOptions Patient() {
+    CallOptions patient;
+    patient.deadline = absl::Seconds(60);
+    client::RpcRetryPolicy many;
+    many.max_attempts = 1000;
+    many.initial_backoff = absl::Milliseconds(20);
+    many.max_backoff = absl::Milliseconds(100);
+    patient.retry = many;
+    return patient;
+  }
+
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(ClientTest::SetUp());
     client::ClientOptions options = Options();
@@ -553,15 +566,8 @@ TEST_F(ClientRetryTest, AfterASigkillTheOkJobsAreThereAndANewStreamOpens) {
       ASSERT_OK(client_->GetJob("kill", absl::StrCat(t, "-", i)));
     }
   }
-  CallOptions patient;
-  patient.deadline = absl::Seconds(30);
-  client::RpcRetryPolicy many;
-  many.max_attempts = 100;
-  many.initial_backoff = absl::Milliseconds(20);
-  many.max_backoff = absl::Milliseconds(100);
-  patient.retry = many;
   ASSERT_OK(counted_->Schedule(JobAfter("kill", "after", "", absl::Hours(1)),
-                               v1::IF_EXISTS_FAIL, patient));
+                               v1::IF_EXISTS_FAIL, Patient()));
   EXPECT_GE(counter_.Of("ScheduleStream"), 2);
 }
 
@@ -574,15 +580,8 @@ TEST_F(ClientRetryTest, ScheduleWithIdRidesOutARestart) {
     StartServerAgain();
     restarted = true;
   });
-  CallOptions patient;
-  patient.deadline = absl::Seconds(60);
-  client::RpcRetryPolicy many;
-  many.max_attempts = 1000;
-  many.initial_backoff = absl::Milliseconds(20);
-  many.max_backoff = absl::Milliseconds(100);
-  patient.retry = many;
   auto made = client_->Schedule(JobAfter("t", "survivor", "", absl::Hours(1)),
-                                v1::IF_EXISTS_FAIL, patient);
+                                v1::IF_EXISTS_FAIL, Patient());
   restarter.join();
   ASSERT_TRUE(restarted);
   ASSERT_OK(made);
