@@ -82,10 +82,10 @@ absl::Status ScheduleStreamReactor::TakeAll(std::vector<Entry>& entries) {
       !s.ok()) {
     return s;
   }
-  if (read_items_.size() > max_batch_) {
+  if (read_items_.size() > kMaxRequestsPerMessage) {
     return absl::InvalidArgumentError(
-        absl::StrCat("requests: at most ", max_batch_, " per message, got ",
-                     read_items_.size()));
+        absl::StrCat("requests: at most ", kMaxRequestsPerMessage,
+                     " per message, got ", read_items_.size()));
   }
   entries.reserve(read_items_.size());
   for (std::string_view item : read_items_) entries.push_back(Take(item));

@@ -18,8 +18,8 @@
 //
 // The stream ends OK once the client has half-closed and every request is
 // answered and written; INVALID_ARGUMENT the same way after a message that
-// cannot be split or holds over Limits::max_batch requests (nothing after
-// it is read); CANCELLED when the client cancels or a write fails.
+// cannot be split or holds over kMaxRequestsPerMessage requests (nothing
+// after it is read); CANCELLED when the client cancels or a write fails.
 // Finish is called only when no batch is running, so OnDone, which deletes
 // the reactor, never races a worker. Callbacks never block: they take a
 // short mutex; reads, writes and Finish are started outside it.
@@ -56,6 +56,10 @@ class ScheduleStreamReactor final
   // Requests read and not yet answered, at most.
   static constexpr size_t kMaxWaiting = 1024;
   static constexpr size_t kMaxWaitingBytes = 16 << 20;
+  // Requests in one message, at most (delayd.proto); fixed, not
+  // --max-batch, so that every server takes what a client may send. A
+  // message of more than max_batch is run in several batches.
+  static constexpr size_t kMaxRequestsPerMessage = 1000;
   // Request bytes handed to one batch, at most (besides max_batch).
   static constexpr size_t kMaxBatchBytes = 8 << 20;
   // Bytes of answers written as one message, at most (unless one answer

@@ -190,6 +190,28 @@ TEST_F(ScheduleStreamTest, AMessageOfTooManyRequestsEndsTheStream) {
   EXPECT_EQ(ListIds("more"), (std::vector<std::string>{"first", "zero"}));
 }
 
+// The limit of a message is the proto's 1000, not --max-batch: a server
+// with --max-batch=10 runs a message of 1000 in batches, and answers all.
+TEST_F(ScheduleStreamTest, AMessageOverMaxBatchRunsInSeveralBatches) {
+  ASSERT_OK_AND_ASSIGN(server_, DelaydProcess::Start({"--max-batch=10"}, ""));
+  client_ = std::make_unique<SchedulingClient>(server_->NewChannel());
+  std::vector<v1::StreamRequest> requests;
+  for (int i = 0; i < 1000; ++i) {
+    requests.push_back(Streamed(
+        Request(Spec("small", absl::StrCat("b", i), absl::Minutes(5)))));
+  }
+  grpc::Status status;
+  const std::vector<v1::StreamAnswer> answers =
+      RunStream(requests, 1000, &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(answers.size(), 1000u);
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_EQ(answers[i].code(), 0) << i << ": " << answers[i].message();
+    ASSERT_EQ(answers[i].schedule().job().id(), absl::StrCat("b", i));
+  }
+  EXPECT_EQ(client_->StatsOf("small").scheduled(), 1000u);
+}
+
 // Every OK a stream answered is durable: the jobs are there after kill -9
 // right after the last answer.
 TEST_F(ScheduleStreamTest, OkAnswersSurviveASigkill) {
