@@ -6,7 +6,7 @@
 # BENCHMARKS.md between its "compare.sh" markers (the rest of the file is left
 # alone); raw results go to $BUILD_DIR/compare/raw-<time>.jsonl.
 #
-#   bench/compare.sh                       # full run, ~15-20 min on 2 vCPUs
+#   bench/compare.sh                       # full run, ~20-25 min on 2 vCPUs
 #   JOBS=100000 BURST_JOBS=20000 HERD_JOBS=100000 BACKGROUND_JOBS=80000 \
 #     BIG_JOBS=0 CAP_SECONDS=8 bench/compare.sh     # smoke run, ~3 min
 #   ONLY=delayd,late bench/compare.sh      # subsets, see ONLY below
@@ -23,9 +23,16 @@
 #   BIG_JOBS=10000000    delayd-only memory run (0 skips it)
 #   BIG_CAP_SECONDS=240  cap of its fill (RSS is then per job reached)
 #   REPS=1               repetitions; the table shows medians
+#   LINGER_US=200        the client library's linger in the batching rows of
+#                        the single section
 #   ONLY=                comma list; systems (redis, bean, delayd) and/or
-#                        sections (tput, mem, late, herd, big); empty = all.
-#                        Systems and sections combine: ONLY=delayd,late.
+#                        sections (tput, mem, late, herd, big, single);
+#                        empty = all. Systems and sections combine:
+#                        ONLY=delayd,late. single is issue 18's one job per
+#                        call: every system's 1 per round trip, the gRPC
+#                        floor server, and the client library (8 threads
+#                        one job at a time; 64 threads with linger), against
+#                        floor_server and delayd.
 #   PEERS_DIR            the peers' harness (default ../shared/peers next to
 #                        the repo, else /work/shared/peers); only read
 #   BUILD_DIR=build-compare  BUILD_TYPE=RelWithDebInfo  DATA_ROOT=/var/tmp
@@ -46,6 +53,7 @@ HERD_JOBS=${HERD_JOBS:-1000000}
 BIG_JOBS=${BIG_JOBS:-10000000}
 BIG_CAP_SECONDS=${BIG_CAP_SECONDS:-240}
 REPS=${REPS:-1}
+LINGER_US=${LINGER_US:-200}
 ONLY=${ONLY:-}
 BUILD_DIR=${BUILD_DIR:-$REPO/build-compare}
 BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
@@ -92,7 +100,7 @@ want() {  # want SYSTEM SECTION: is this part selected by ONLY?
   for w in ${ONLY//,/ }; do
     case $w in
       redis | bean | delayd) sys_given=1; [[ $w == "$1" ]] && sys_ok=1 ;;
-      tput | mem | late | herd | big) sec_given=1; [[ $w == "$2" ]] && sec_ok=1 ;;
+      tput | mem | late | herd | big | single) sec_given=1; [[ $w == "$2" ]] && sec_ok=1 ;;
       *) echo "ONLY: unknown word $w" >&2; exit 2 ;;
     esac
   done
@@ -110,6 +118,10 @@ free_port() {
 }
 
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || true; }
+# cpu_ticks PID: the process's utime + stime so far, in clock ticks (HZ).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo null; }
+HZ=$(getconf CLK_TCK)
+JEMALLOC=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 
 # alive PID: false (with a warning) when a server we started has exited.
 alive() {
@@ -262,9 +274,10 @@ build() {
   log "building delayd and delayd-bench ($BUILD_TYPE) in $BUILD_DIR"
   cmake -S "$REPO" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
     -DDELAYD_BUILD_TESTS=OFF "${launcher[@]}" >/dev/null
-  cmake --build "$BUILD_DIR" -j2 --target delayd delayd-bench >/dev/null
+  cmake --build "$BUILD_DIR" -j2 --target delayd delayd-bench floor_server >/dev/null
   DELAYD=$BUILD_DIR/server/delayd
   BENCH=$BUILD_DIR/bench/delayd-bench/delayd-bench
+  FLOOR=$BUILD_DIR/bench/floor/floor_server
   log "building the peers' dqbench from $PEERS_DIR"
   mkdir -p "$BUILD_DIR/compare"
   DQ=$BUILD_DIR/compare/dqbench
@@ -352,7 +365,7 @@ peer_cycle() {
 
 # single_cycle SYSTEM CONFIG FLAG: one request per round trip (bench.py).
 peer_single() {
-  local sys=$1 cfg=$2 flag=$3 d port out name
+  local sys=$1 cfg=$2 flag=$3 d port out name j0 j1
   mkdata "$sys"
   d=$D
   port=$(free_port)
@@ -360,11 +373,13 @@ peer_single() {
   name=$([[ $sys == redis ]] && echo redis || echo beanstalkd)
   if [[ $sys == redis ]]; then start_redis "$d" "$port" "$flag"; else start_bean "$d" "$port" $flag; fi
   wait_up "$sys" "$port" 0 "$out" || true
+  j0=$(cpu_ticks "$SERVER_PID")
   tool $((CAP_SECONDS + 120)) "$out" "$DQ" "$sys" load --port "$port" --jobs "$JOBS" \
     --conns $CONNS --batch 1 --max-seconds "$CAP_SECONDS" || true
+  j1=$(cpu_ticks "$SERVER_PID")
   raw "$sys $cfg load batch 1" "$out"
   rec "$name" "$cfg" tput1 "$(jget "$out" jobs_per_s)" jobs/s "$(step_note "$out" "$SERVER_PID")"
-  rec "$name" "$cfg" tput1_p99 "$(calc "$(jget "$out" rtt_us_p99) / 1000")" ms
+  rec_per_call "$name" "$cfg" "$out" "$j0" "$j1"
   stop_server "$SERVER_PID"
   rm -rf "$d"
 }
@@ -457,20 +472,77 @@ delayd_cycle() {
 }
 
 delayd_single() {
-  local sync=$1 cfg="sync=$1" d port out
+  local sync=$1 cfg="sync=$1" d port out j0 j1
   mkdata delayd
   d=$D
   port=$(free_port)
   out=$d/out.json
   start_delayd "$d" "$port" "$sync"
   wait_up delayd "$port" 0 "$out" || true
+  j0=$(cpu_ticks "$SERVER_PID")
   tool $((CAP_SECONDS + 120)) "$out" "$BENCH" load --target "127.0.0.1:$port" \
     --topic "load1-$sync" --jobs "$JOBS" --conns $CONNS --batch 1 \
     --max-seconds "$CAP_SECONDS" || true
+  j1=$(cpu_ticks "$SERVER_PID")
   raw "delayd $cfg load batch 1" "$out"
   rec delayd "$cfg" tput1 "$(jget "$out" jobs_per_s)" jobs/s "$(step_note "$out" "$SERVER_PID")"
-  rec delayd "$cfg" tput1_p99 "$(calc "$(jget "$out" rtt_us_p99) / 1000")" ms
+  rec_per_call delayd "$cfg" "$out" "$j0" "$j1"
   rec delayd "$cfg" tput1_client_cpu "$(jget "$out" client_cpu_s)" s
+  stop_server "$SERVER_PID"
+  rm -rf "$d"
+}
+
+# rec_per_call SYSTEM CONFIG OUT J0 J1: the per-call figures of a load of
+# one job per call (OUT), J0 and J1 the server's cpu_ticks around it: the
+# round trip's p50 and p99, and the server's and the client's CPU per job.
+rec_per_call() {
+  local done_jobs
+  done_jobs=$(jget "$3" jobs_done)
+  [[ -z $done_jobs || $done_jobs == 0 ]] && done_jobs=null
+  rec "$1" "$2" tput1_p50 "$(calc "$(jget "$3" rtt_us_p50) / 1000")" ms
+  rec "$1" "$2" tput1_p99 "$(calc "$(jget "$3" rtt_us_p99) / 1000")" ms
+  rec "$1" "$2" tput1_server_cpu "$(calc "($5 - $4) / $HZ * 1e6 / $done_jobs")" us
+  # The peers' dqbench does not report its CPU.
+  if [[ -n $(jget "$3" client_cpu_s) ]]; then
+    rec "$1" "$2" tput1_client_cpu_per_job "$(calc "$(jget "$3" client_cpu_s) * 1e6 / $done_jobs")" us
+  fi
+}
+
+# single_run SERVER CONFIG SYNC MODE THREADS LINGER_US (issue 18): one load
+# of one job per call against a fresh SERVER, floor (floor_server --discard
+# under jemalloc, as delayd links it: parses, answers, keeps nothing) or
+# delayd (--sync=SYNC). MODE unary: delayd-bench load, CONNS connections,
+# one Schedule per round trip. MODE library: delayd-bench library, THREADS
+# threads sharing one Client, each calling Client::Schedule one job at a
+# time, with the library's linger at LINGER_US.
+single_run() {
+  local server=$1 cfg=$2 sync=$3 mode=$4 threads=$5 linger=$6 d port out j0 j1
+  mkdata "$server"
+  d=$D
+  port=$(free_port)
+  out=$d/out.json
+  if [[ $server == floor ]]; then
+    start_server "$d/floor.log" env LD_PRELOAD="$JEMALLOC" "$FLOOR" \
+      "127.0.0.1:$port" --discard
+  else
+    start_delayd "$d" "$port" "$sync"
+  fi
+  wait_up delayd "$port" 0 "$out" || true
+  j0=$(cpu_ticks "$SERVER_PID")
+  if [[ $mode == unary ]]; then
+    tool $((CAP_SECONDS + 120)) "$out" "$BENCH" load --target "127.0.0.1:$port" \
+      --topic single --jobs "$JOBS" --conns $CONNS --batch 1 \
+      --max-seconds "$CAP_SECONDS" || true
+  else
+    tool $((CAP_SECONDS + 120)) "$out" "$BENCH" library \
+      --target "127.0.0.1:$port" --topic single --jobs "$JOBS" \
+      --threads "$threads" --linger-us "$linger" \
+      --max-seconds "$CAP_SECONDS" || true
+  fi
+  j1=$(cpu_ticks "$SERVER_PID")
+  raw "$server $cfg" "$out"
+  rec "$server" "$cfg" tput1 "$(jget "$out" jobs_per_s)" jobs/s "$(step_note "$out" "$SERVER_PID")"
+  rec_per_call "$server" "$cfg" "$out" "$j0" "$j1"
   stop_server "$SERVER_PID"
   rm -rf "$d"
 }
@@ -564,17 +636,30 @@ main() {
     # Throughput, memory and restart, interleaved by system as bench.py does.
     for cfg in always everysec; do
       if want redis tput || want redis mem; then log "redis $cfg: batched load / memory / restart"; peer_cycle redis "aof $cfg" "$cfg"; fi
-      if want redis tput; then log "redis $cfg: 1 per round trip"; peer_single redis "aof $cfg" "$cfg"; fi
+      if want redis tput || want redis single; then log "redis $cfg: 1 per round trip"; peer_single redis "aof $cfg" "$cfg"; fi
     done
     for f in -f0 ""; do  # beanstalkd's default is -f50
       cfg="binlog ${f:--f50 (default)}"
       if want bean tput || want bean mem; then log "beanstalkd $cfg: batched load / memory / restart"; peer_cycle bean "$cfg" "$f"; fi
-      if want bean tput; then log "beanstalkd $cfg: 1 per round trip"; peer_single bean "$cfg" "$f"; fi
+      if want bean tput || want bean single; then log "beanstalkd $cfg: 1 per round trip"; peer_single bean "$cfg" "$f"; fi
     done
     for sync in always none; do
       if want delayd tput || want delayd mem; then log "delayd --sync=$sync: batched load / memory / restart"; delayd_cycle "$sync"; fi
-      if want delayd tput; then log "delayd --sync=$sync: 1 per round trip"; delayd_single "$sync"; fi
+      if want delayd tput || want delayd single; then log "delayd --sync=$sync: 1 per round trip"; delayd_single "$sync"; fi
     done
+    if want delayd single; then
+      # Issue 18: the transport floor, and the client library on both.
+      log "floor_server: 1 per round trip, library x8, library x64 linger"
+      single_run floor "unary" "" unary "$CONNS" 0
+      single_run floor "library x8" "" library 8 0
+      single_run floor "library x64, linger ${LINGER_US} us" "" library 64 "$LINGER_US"
+      for sync in none always; do
+        log "delayd --sync=$sync: library x8"
+        single_run delayd "library x8, sync=$sync" "$sync" library 8 0
+      done
+      log "delayd --sync=always: library x64, linger"
+      single_run delayd "library x64, linger ${LINGER_US} us, sync=always" always library 64 "$LINGER_US"
+    fi
     if ((BIG_JOBS > 0)) && want delayd big; then log "delayd: $BIG_JOBS pending"; delayd_big; fi
     # Lateness.
     if want redis late; then log "redis burst $BURST_JOBS"; peer_burst redis "$BURST_JOBS" late200; fi
@@ -613,8 +698,8 @@ main() {
     printf '"gxx": "%s", ' "$(g++ --version | head -1)"
     printf '"commit": "%s", ' "$(git -C "$REPO" log -1 --format='%h %s' | tr -d '"\\')"
     printf '"build": "%s", ' "$BUILD_TYPE"
-    printf '"knobs": "REPS=%s JOBS=%s CAP_SECONDS=%s BURST_JOBS=%s LIGHT_JOBS=%s BACKGROUND_JOBS=%s HERD_JOBS=%s BIG_JOBS=%s BIG_CAP_SECONDS=%s ONLY=%s", ' \
-      "$REPS" "$JOBS" "$CAP_SECONDS" "$BURST_JOBS" "$LIGHT_JOBS" "$BACKGROUND_JOBS" "$HERD_JOBS" "$BIG_JOBS" "$BIG_CAP_SECONDS" "$ONLY"
+    printf '"knobs": "REPS=%s JOBS=%s CAP_SECONDS=%s BURST_JOBS=%s LIGHT_JOBS=%s BACKGROUND_JOBS=%s HERD_JOBS=%s BIG_JOBS=%s BIG_CAP_SECONDS=%s LINGER_US=%s ONLY=%s", ' \
+      "$REPS" "$JOBS" "$CAP_SECONDS" "$BURST_JOBS" "$LIGHT_JOBS" "$BACKGROUND_JOBS" "$HERD_JOBS" "$BIG_JOBS" "$BIG_CAP_SECONDS" "$LINGER_US" "$ONLY"
     printf '"fsync_probe": %s' "$FSYNC_PROBE"
     printf '}}\n'
   } >>"$RAW"

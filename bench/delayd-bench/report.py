@@ -220,10 +220,15 @@ def main():
         "`--sync=always` against the peers' non-fsync configurations (the peers' harness runs them so).")
     out.append("")
 
+    out.extend(single_table(recs, env))
+
     # Every figure.
     names = {
         "tput1": "schedule, 1 per round trip", "tput1_p99": "schedule, 1 per round trip: p99 round trip",
         "tput1_client_cpu": "schedule, 1 per round trip: load generator CPU",
+        "tput1_p50": "schedule, 1 per call: p50 round trip",
+        "tput1_server_cpu": "schedule, 1 per call: server CPU per job",
+        "tput1_client_cpu_per_job": "schedule, 1 per call: load generator CPU per job",
         "tput100": "schedule, batched 100", "tput100_client_cpu": "schedule, batched 100: load generator CPU",
         "rss_mib": f"RSS with {J} pending", "rss_per_job": f"RSS per pending job, {J} (minus empty server)",
         "rss_per_job_restart": f"RSS per pending job after restart, {J}", "disk_mib": f"data dir with {J} pending",
@@ -292,6 +297,110 @@ def main():
         text = text.rstrip("\n") + "\n\n" + section
     with open(a.write, "w") as f:
         f.write(text)
+
+
+def single_table(recs, env):
+    """Issue 18's one job per call: delayd beside the gRPC floor server and
+    the peers, the client library beside its own floor, and the issue's
+    targets. Empty when the run had no single section."""
+    floor_unary = ("floor", "unary")
+    if floor_unary not in {(s, c) for s, c, _ in recs}:
+        return []
+
+    def config(system, prefix):  # the one config of `system` named so
+        for s, c, _ in recs:
+            if s == system and c.startswith(prefix):
+                return (s, c)
+        return (system, prefix)
+
+    lib8_floor = ("floor", "library x8")
+    lib64_floor = config("floor", "library x64")
+    lib8_none = ("delayd", "library x8, sync=none")
+    lib8_always = ("delayd", "library x8, sync=always")
+    lib64_always = config("delayd", "library x64")
+    rows = [
+        ("floor_server, unary (gRPC, nothing behind it)", floor_unary),
+        ("delayd unary, `--sync=none`", D_NONE),
+        ("delayd unary, `--sync=always`", D_ALWAYS),
+        ("library floor, 8 threads", lib8_floor),
+        ("delayd library, 8 threads, `--sync=none`", lib8_none),
+        ("delayd library, 8 threads, `--sync=always`", lib8_always),
+        (f"library floor, 64 threads, {lib64_floor[1][len('library x64, '):]}", lib64_floor),
+        (f"delayd library, 64 threads, {lib64_always[1][len('library x64, '):]}", lib64_always),
+        ("Redis, appendfsync always", REDIS_A),
+        ("Redis, appendfsync everysec", REDIS_E),
+        ("beanstalkd -f0", BEAN_0),
+        ("beanstalkd -f50", BEAN_50),
+    ]
+
+    def v(cfg, fig):
+        return median(recs, (cfg[0], cfg[1], fig))
+
+    def us(x):
+        return "—" if x is None else f"{x:.1f} µs"
+
+    out = ["### One job per call (issue 18)", ""]
+    out.append(
+        "Each row a fresh server loaded for the run's cap with one job (100-byte payload) per call: "
+        "`delayd-bench load --batch 1` over 8 connections for the gRPC servers (unary), the peers' dqbench "
+        "for Redis and beanstalkd, and `delayd-bench library` for the client library (threads sharing one "
+        "`Client`, each calling `Client::Schedule` one job at a time, over its ScheduleStream). The floor is "
+        "`floor_server --discard` under jemalloc: it parses, answers, keeps nothing. Server CPU per job is the "
+        "server process's utime + stime over the load divided by the jobs done.")
+    out.append("")
+    out.append("| configuration | jobs/s | rtt p50 | server CPU per job | client CPU per job |")
+    out.append("| --- | --- | --- | --- | --- |")
+    for text, cfg in rows:
+        if v(cfg, "tput1") is None:
+            continue
+        out.append(f"| {text} | {fmt(v(cfg, 'tput1'), 'jobs/s')} | {fmt(v(cfg, 'tput1_p50'), 'ms')} | "
+                   f"{us(v(cfg, 'tput1_server_cpu'))} | {us(v(cfg, 'tput1_client_cpu_per_job'))} |")
+    out.append("")
+
+    fp = env.get("fsync_probe", {}) or {}
+    fsync_ms = fp.get("write_fsync_us_p50", 0) / 1000 if fp else None
+    floor_rtt = v(floor_unary, "tput1_p50")
+    ceiling = None
+    if floor_rtt is not None and fsync_ms:
+        ceiling = 8 / ((floor_rtt + fsync_ms) / 1000)
+        out.append(f"Group-commit ceiling, 8 / (floor rtt p50 + fsync p50) = 8 / ({floor_rtt:.3f} + "
+                   f"{fsync_ms:.3f} ms) = **{fmt(ceiling, 'jobs/s')}**.")
+        out.append("")
+
+    def ratio(a, b):
+        return None if a is None or not b else a / b
+
+    def verdict(ok):
+        return "—" if ok is None else "yes" if ok else "no"
+
+    targets = []
+    r = ratio(v(D_NONE, "tput1"), v(floor_unary, "tput1"))
+    targets.append(("unary, `--sync=none`: ≥ 0.8× the floor", "—" if r is None else f"{r:.2f}×",
+                    None if r is None else r >= 0.8))
+    a, b = v(D_ALWAYS, "tput1"), v(REDIS_A, "tput1")
+    targets.append(("unary, `--sync=always`: ahead of Redis `always`",
+                    f"{fmt(a, 'jobs/s')} vs {fmt(b, 'jobs/s')}", None if a is None or b is None else a > b))
+    r = ratio(a, ceiling)
+    targets.append(("unary, `--sync=always`: ≥ 0.8× the ceiling", "—" if r is None else f"{r:.2f}×",
+                    None if r is None else r >= 0.8))
+    c = v(D_NONE, "tput1_server_cpu")
+    targets.append(("unary, `--sync=none`: server CPU per Schedule ≤ 15 µs", us(c),
+                    None if c is None else c <= 15))
+    a, b = v(lib8_none, "tput1"), v(REDIS_E, "tput1")
+    targets.append(("library, 8 threads, `--sync=none`: ahead of Redis `everysec`",
+                    f"{fmt(a, 'jobs/s')} vs {fmt(b, 'jobs/s')}", None if a is None or b is None else a > b))
+    a, b = v(lib8_always, "tput1"), v(REDIS_A, "tput1")
+    targets.append(("library, 8 threads, `--sync=always`: ahead of Redis `always`",
+                    f"{fmt(a, 'jobs/s')} vs {fmt(b, 'jobs/s')}", None if a is None or b is None else a > b))
+    a = v(lib64_always, "tput1")
+    targets.append(("library, 64 threads batching, fsync on: ≥ 150k jobs/s", fmt(a, "jobs/s"),
+                    None if a is None else a >= 150000))
+    out.append("| issue 18 target | this run | met |")
+    out.append("| --- | --- | --- |")
+    for text, got, ok in targets:
+        out.append(f"| {text} | {got} | {verdict(ok)} |")
+    out.append("")
+    return out
 
 
 HOW = """\
