@@ -377,11 +377,7 @@ peer_single() {
   tool $((CAP_SECONDS + 120)) "$out" "$DQ" "$sys" load --port "$port" --jobs "$JOBS" \
     --conns $CONNS --batch 1 --max-seconds "$CAP_SECONDS" || true
   j1=$(cpu_ticks "$SERVER_PID")
-  raw "$sys $cfg load batch 1" "$out"
-  rec "$name" "$cfg" tput1 "$(jget "$out" jobs_per_s)" jobs/s "$(step_note "$out" "$SERVER_PID")"
-  rec_per_call "$name" "$cfg" "$out" "$j0" "$j1"
-  stop_server "$SERVER_PID"
-  rm -rf "$d"
+  end_single "$name" "$cfg" "$sys $cfg load batch 1" "$out" "$j0" "$j1" "$d"
 }
 
 # Records the lateness figures of a burst result; FIG is late200 / late20 /
@@ -484,28 +480,30 @@ delayd_single() {
     --topic "load1-$sync" --jobs "$JOBS" --conns $CONNS --batch 1 \
     --max-seconds "$CAP_SECONDS" || true
   j1=$(cpu_ticks "$SERVER_PID")
-  raw "delayd $cfg load batch 1" "$out"
-  rec delayd "$cfg" tput1 "$(jget "$out" jobs_per_s)" jobs/s "$(step_note "$out" "$SERVER_PID")"
-  rec_per_call delayd "$cfg" "$out" "$j0" "$j1"
   rec delayd "$cfg" tput1_client_cpu "$(jget "$out" client_cpu_s)" s
-  stop_server "$SERVER_PID"
-  rm -rf "$d"
+  end_single delayd "$cfg" "delayd $cfg load batch 1" "$out" "$j0" "$j1" "$d"
 }
 
-# rec_per_call SYSTEM CONFIG OUT J0 J1: the per-call figures of a load of
-# one job per call (OUT), J0 and J1 the server's cpu_ticks around it: the
-# round trip's p50 and p99, and the server's and the client's CPU per job.
-rec_per_call() {
-  local done_jobs
-  done_jobs=$(jget "$3" jobs_done)
+# end_single SYSTEM CONFIG TAG OUT J0 J1 DIR: records a load of one job per
+# call (its JSON line OUT, kept in the raw log as TAG; J0 and J1 the
+# server's cpu_ticks around it): jobs/s, the round trip's p50 and p99, and
+# the server's and the client's CPU per job. Then stops the server and
+# removes DIR.
+end_single() {
+  local out=$4 done_jobs
+  raw "$3" "$out"
+  rec "$1" "$2" tput1 "$(jget "$out" jobs_per_s)" jobs/s "$(step_note "$out" "$SERVER_PID")"
+  done_jobs=$(jget "$out" jobs_done)
   [[ -z $done_jobs || $done_jobs == 0 ]] && done_jobs=null
-  rec "$1" "$2" tput1_p50 "$(calc "$(jget "$3" rtt_us_p50) / 1000")" ms
-  rec "$1" "$2" tput1_p99 "$(calc "$(jget "$3" rtt_us_p99) / 1000")" ms
-  rec "$1" "$2" tput1_server_cpu "$(calc "($5 - $4) / $HZ * 1e6 / $done_jobs")" us
+  rec "$1" "$2" tput1_p50 "$(calc "$(jget "$out" rtt_us_p50) / 1000")" ms
+  rec "$1" "$2" tput1_p99 "$(calc "$(jget "$out" rtt_us_p99) / 1000")" ms
+  rec "$1" "$2" tput1_server_cpu "$(calc "($6 - $5) / $HZ * 1e6 / $done_jobs")" us
   # The peers' dqbench does not report its CPU.
-  if [[ -n $(jget "$3" client_cpu_s) ]]; then
-    rec "$1" "$2" tput1_client_cpu_per_job "$(calc "$(jget "$3" client_cpu_s) * 1e6 / $done_jobs")" us
+  if [[ -n $(jget "$out" client_cpu_s) ]]; then
+    rec "$1" "$2" tput1_client_cpu_per_job "$(calc "$(jget "$out" client_cpu_s) * 1e6 / $done_jobs")" us
   fi
+  stop_server "$SERVER_PID"
+  rm -rf "$7"
 }
 
 # single_run SERVER CONFIG SYNC MODE THREADS LINGER_US (issue 18): one load
@@ -540,11 +538,7 @@ single_run() {
       --max-seconds "$CAP_SECONDS" || true
   fi
   j1=$(cpu_ticks "$SERVER_PID")
-  raw "$server $cfg" "$out"
-  rec "$server" "$cfg" tput1 "$(jget "$out" jobs_per_s)" jobs/s "$(step_note "$out" "$SERVER_PID")"
-  rec_per_call "$server" "$cfg" "$out" "$j0" "$j1"
-  stop_server "$SERVER_PID"
-  rm -rf "$d"
+  end_single "$server" "$cfg" "$server $cfg" "$out" "$j0" "$j1" "$d"
 }
 
 # delayd_big: BIG_JOBS pending (sync=none, ScheduleBatch of 1000: how they
