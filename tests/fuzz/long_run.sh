@@ -17,6 +17,9 @@
 # libFuzzer's -timeout is wall-clock time, so a pause of over 10 s reports
 # the input under way as a timeout (a false finding; it reruns in
 # milliseconds). At nice 19 a run yields the cores to anything else anyway.
+# Nor edit this file in place while it runs: bash reads a script as it goes,
+# so the running copy would go on from its old offset in the new text. Run
+# it from a worktree of its own, or replace the file (mv), never overwrite.
 #
 # RSS_LIMIT_MB (default 2048) is libFuzzer's -rss_limit_mb, the whole
 # process's resident size; a single allocation stays capped at 2048 MB
