@@ -21,6 +21,14 @@ constexpr int64_t kRetryMs = 100;
 
 }  // namespace
 
+timer::Scheduler::Ahead FirePath::SchedulerAhead(int64_t lead_ms,
+                                                 size_t min_jobs) {
+  // Job timers only: a lease timer taken early would end a lease before the
+  // deadline its subscriber was given; the fire path's own tags are rare.
+  return {lead_ms, min_jobs,
+          [](uint64_t tag) { return (tag & kLeaseTagBit) == 0; }};
+}
+
 void FirePath::Start() { thread_ = std::thread(&FirePath::Loop, this); }
 
 void FirePath::Stop() {
@@ -28,12 +36,56 @@ void FirePath::Stop() {
     absl::MutexLock lock(&mu_);
     stop_ = true;
   }
+  waiter_->Wake();
   if (thread_.joinable()) thread_.join();
 }
 
 void FirePath::OnFired(std::vector<timer::TimerEntry> fired) {
-  absl::MutexLock lock(&mu_);
-  queue_.push_back(std::move(fired));
+  bool wake;
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(fired));
+    wake = awaiting_;
+  }
+  if (wake) waiter_->Wake();
+}
+
+std::optional<std::vector<timer::TimerEntry>> FirePath::PopDueLocked(
+    int64_t now) {
+  // Batches are in due order: one is due when its last entry is.
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if (it->empty() || it->back().due_ms <= now) {
+      std::vector<timer::TimerEntry> batch = std::move(*it);
+      queue_.erase(it);
+      return batch;
+    }
+  }
+  return std::nullopt;
+}
+
+bool FirePath::AwaitDue(int64_t ms) {
+  if (d_.clock->NowMs() >= ms) return true;
+  while (true) {
+    std::optional<std::vector<timer::TimerEntry>> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      awaiting_ = false;
+      if (stop_) return false;
+      const int64_t now = d_.clock->NowMs();
+      if (now >= ms) return true;
+      if (!nested_) batch = PopDueLocked(now);
+      if (!batch) awaiting_ = true;
+    }
+    if (batch) {
+      nested_ = true;
+      FireBatch(*batch);
+      nested_ = false;
+      continue;
+    }
+    // Returns at once if OnFired or Stop woke it since the lock was
+    // released.
+    waiter_->WaitUntil(ms);
+  }
 }
 
 bool FirePath::Idle() {
@@ -122,6 +174,8 @@ void FirePath::FireMillisecond(int64_t ms,
   // and kicks delivery: the first chunk's jobs go out while later ones are
   // read.
   auto fire_chunk = [&]() -> absl::Status {
+    // A crowd taken ahead is prepared up to here before its time.
+    if (!AwaitDue(ms)) return absl::CancelledError("fire path stopping");
     std::vector<uint64_t> hashes;
     hashes.reserve(chunk.size());
     for (const JobKey& key : chunk)
@@ -176,7 +230,7 @@ void FirePath::FireMillisecond(int64_t ms,
       });
   if (failed.ok()) failed = scan;
   if (failed.ok() && !chunk.empty()) failed = fire_chunk();
-  if (failed.ok()) return;
+  if (failed.ok() || absl::IsCancelled(failed)) return;
   // Try again shortly, at the same millisecond, rather than lose the jobs'
   // timers: the entries not dealt with wait in the retry list.
   DELAYD_LOG_ERROR("fire: cannot read the due index at %d: %s", ms,

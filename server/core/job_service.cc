@@ -50,7 +50,9 @@ JobService::JobService(storage::JobStore* store, timer::Clock* clock,
                               &deliverer_, &retention_}),
       query_(store_, clock_, &limits_, &topics_, &terminal_, &due_, metrics_,
              &deliverer_),
-      sweeper_(Sweeper::Deps{store_, clock_, &locks_, &ledger_, &retention_}) {}
+      sweeper_(Sweeper::Deps{store_, clock_, &locks_, &ledger_, &retention_}) {
+  scheduler_.SetAhead(FirePath::SchedulerAhead());
+}
 
 JobService::~JobService() { Stop(); }
 

@@ -92,6 +92,11 @@ class JobService {
   void SetMemoryHorizon(absl::Duration horizon) {
     horizon_.SetHorizon(horizon);
   }
+  // How crowds are taken ahead (FirePath::SchedulerAhead; lead_ms 0: not
+  // at all). REQUIRES: called before Start.
+  void SetFireAhead(int64_t lead_ms, size_t min_jobs) {
+    scheduler_.SetAhead(FirePath::SchedulerAhead(lead_ms, min_jobs));
+  }
   // The due time up to which jobs have timers; JobTimers::kNoHorizon
   // without a horizon.
   int64_t memory_horizon_ms() const { return timers_.horizon(); }

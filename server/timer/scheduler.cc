@@ -46,6 +46,45 @@ bool Scheduler::NoteDue(int64_t due_ms) {
   return true;
 }
 
+void Scheduler::SetAhead(Ahead ahead) {
+  internal::MutexLock lock(&mu_);
+  if (started_ || ahead.lead_ms < 0 ||
+      (ahead.lead_ms > 0 && (ahead.min_entries == 0 || !ahead.may_go_early))) {
+    std::fprintf(stderr, "delayd::timer::Scheduler: bad SetAhead\n");
+    std::abort();
+  }
+  wheel_.SetCrowdSize(ahead.lead_ms > 0 ? ahead.min_entries : 0);
+  ahead_ = std::move(ahead);
+}
+
+int64_t Scheduler::LeadStart(int64_t crowd_ms) const {
+  // Saturated: the crowd is within two seconds of now, but tests run clocks
+  // near the ends of int64.
+  return crowd_ms < std::numeric_limits<int64_t>::min() + ahead_.lead_ms
+             ? std::numeric_limits<int64_t>::min()
+             : crowd_ms - ahead_.lead_ms;
+}
+
+bool Scheduler::NoteCrowd() {
+  if (!wheel_.TakeCrowdFormed()) return false;
+  const std::optional<int64_t> crowd = wheel_.NextCrowdMs();
+  return crowd && NoteDue(LeadStart(*crowd));
+}
+
+std::vector<TimerEntry> Scheduler::TakeCrowd(int64_t now,
+                                             int64_t* sleep_until) {
+  wheel_.TakeCrowdFormed();  // seen here, whatever formed it
+  if (ahead_.lead_ms == 0) return {};
+  const std::optional<int64_t> crowd = wheel_.NextCrowdMs();
+  if (!crowd) return {};
+  const int64_t lead_start = LeadStart(*crowd);
+  if (now < lead_start) {
+    *sleep_until = std::min(*sleep_until, lead_start);
+    return {};
+  }
+  return wheel_.TakeAhead(*crowd, ahead_.may_go_early);
+}
+
 TimerHandle Scheduler::Add(int64_t due_ms, uint64_t tag) {
   TimerHandle handle;
   bool wake;
@@ -53,6 +92,7 @@ TimerHandle Scheduler::Add(int64_t due_ms, uint64_t tag) {
     internal::MutexLock lock(&mu_);
     handle = wheel_.Insert(due_ms, tag);
     wake = NoteDue(due_ms);
+    wake = NoteCrowd() || wake;
   }
   if (wake) waiter_->Wake();
   return handle;
@@ -72,6 +112,7 @@ std::vector<TimerHandle> Scheduler::AddBatch(
                            return a.due_ms < b.due_ms;
                          });
     wake = NoteDue(earliest->due_ms);
+    wake = NoteCrowd() || wake;
   }
   if (wake) waiter_->Wake();
   return handles;
@@ -88,6 +129,7 @@ bool Scheduler::Reschedule(TimerHandle handle, int64_t due_ms) {
     internal::MutexLock lock(&mu_);
     if (!wheel_.Reschedule(handle, due_ms)) return false;
     wake = NoteDue(due_ms);
+    wake = NoteCrowd() || wake;
   }
   if (wake) waiter_->Wake();
   return true;
@@ -117,12 +159,17 @@ void Scheduler::Run() {
       fired = wheel_.Advance(now);
       if (fired.empty()) {
         // Idle: open the next second's slot now, so that entering it later
-        // costs nothing, and sleep until something is due or to open.
+        // costs nothing; take a crowd whose lead has begun (SetAhead), or
+        // sleep until something is due, to open, or to take.
         wheel_.OpenNextSecond();
         sleep_until = wheel_.NextWakeMs().value_or(Clock::kNoDeadline);
-      } else {
+        fired = TakeCrowd(now, &sleep_until);
+        stats_.ahead += static_cast<int64_t>(fired.size());
+      }
+      if (!fired.empty()) {
         ++stats_.batches;
         stats_.fired += static_cast<int64_t>(fired.size());
+        sleep_until = std::numeric_limits<int64_t>::min();
       }
       // While the callback runs, sleep_until_ms_ is the minimum: an Add need
       // not wake a thread that will look at the wheel again anyway.

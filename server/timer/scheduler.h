@@ -13,7 +13,9 @@
 // entry is never fired before its due time by the clock (a wall clock
 // stepping back delays firing; stepping forward fires what became due). With
 // SystemClock a step is noticed within its wait bound. After a batch it
-// looks at the wheel again before sleeping.
+// looks at the wheel again before sleeping. The one exception, opt-in, is a
+// crowd taken ahead (SetAhead): handed over before its time, marked by its
+// due time, for a callee that waits for that time before acting on it.
 //
 // Cancel has a definite answer: true means the entry has not been and will
 // never be handed to the callback; false means it already was (or is being,
@@ -46,16 +48,37 @@ namespace delayd::timer {
 
 class Scheduler {
  public:
-  // Receives the entries that fell due, in due order. Runs on the timer
-  // thread: it must only hand the batch off (enqueue it for delivery) and
-  // return — no I/O, no delivery, no blocking — or firing falls behind. It may
-  // call Add/Cancel/Reschedule, but not Stop or the destructor.
+  // Receives the entries that fell due, in due order — or, with SetAhead, a
+  // crowd taken ahead: entries all due at one later millisecond, which the
+  // callee must not act on before then. Runs on the timer thread: it must
+  // only hand the batch off (enqueue it for delivery) and return — no I/O, no
+  // delivery, no blocking — or firing falls behind. It may call
+  // Add/Cancel/Reschedule, but not Stop or the destructor.
   using FireCallback = std::function<void(std::vector<TimerEntry> fired)>;
+
+  // Crowds taken ahead (off unless set). A millisecond whose slot grows to
+  // `min_entries` timers once its second is open (TimingWheel::NextCrowdMs:
+  // from a second before it) is a crowd. When the thread has nothing to
+  // fire and the first crowd is `lead_ms` away or less, it hands that
+  // millisecond's entries accepted by `may_go_early` to the callback, as one
+  // batch, ahead of their time; the rest fire as usual. So the work that
+  // grows with a crowd (taking it out of the wheel, the hand-off, whatever
+  // the callee prepares) is done before its instant. A Cancel or Reschedule
+  // of a taken entry returns false, as for one in a batch in flight.
+  // Entries added to the millisecond afterwards fire at their time (or make
+  // a crowd of their own). may_go_early runs under the scheduler's lock: a
+  // pure test of the tag.
+  struct Ahead {
+    int64_t lead_ms = 0;  // 0: off
+    size_t min_entries = 0;
+    std::function<bool(uint64_t tag)> may_go_early;
+  };
 
   struct Stats {
     int64_t wakeups = 0;  // timer-thread loop iterations
     int64_t batches = 0;  // callback invocations
     int64_t fired = 0;    // entries handed to the callback
+    int64_t ahead = 0;    // of which taken ahead of their due time
   };
 
   // `clock` must outlive the scheduler. The thread starts with Start().
@@ -74,6 +97,10 @@ class Scheduler {
   // is not running and will not run again. Pending entries stay in the wheel
   // unfired. REQUIRES: not called from the callback.
   void Stop();
+
+  // See Ahead. REQUIRES: before Start; lead_ms >= 0, and when lead_ms > 0,
+  // min_entries >= 1 and may_go_early set.
+  void SetAhead(Ahead ahead);
 
   // Adds a timer due at `due_ms` (unix ms); one due at or before now fires at
   // once. Never blocks on the callback.
@@ -98,6 +125,15 @@ class Scheduler {
   // Notes that an entry is now due at `due_ms`; true if the thread, asleep
   // until later, must be woken.
   bool NoteDue(int64_t due_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When the lead of a crowd at `crowd_ms` begins.
+  int64_t LeadStart(int64_t crowd_ms) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After an insert: if it made a crowd, notes the start of the first
+  // crowd's lead as a due time (NoteDue).
+  bool NoteCrowd() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // With nothing due: takes the first crowd if its lead has begun, or brings
+  // *sleep_until forward to the start of its lead.
+  std::vector<TimerEntry> TakeCrowd(int64_t now, int64_t* sleep_until)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   Clock* const clock_;
@@ -112,6 +148,7 @@ class Scheduler {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Stats stats_ ABSL_GUARDED_BY(mu_);
+  Ahead ahead_ ABSL_GUARDED_BY(mu_);
 
   // Touched only by Start and Stop, which callers must not race.
   std::thread thread_;

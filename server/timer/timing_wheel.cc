@@ -78,6 +78,7 @@ inline void TimingWheel::ClearBit(uint32_t slot) {
   } else if (slot >= kFineBase) {
     const uint32_t f = slot - kFineBase;
     fine_bits_[f / kFineSlots].Clear(f % kFineSlots);
+    crowd_bits_[f / kFineSlots].Clear(f % kFineSlots);
   }
 }
 
@@ -86,6 +87,12 @@ inline void TimingWheel::Append(uint32_t slot, uint32_t i) {
   pool_[i].pos = static_cast<uint32_t>(v.size());
   v.push_back(i);
   if (v.size() == 1) SetBit(slot);
+  if (v.size() == crowd_size_ && slot >= kFineBase && slot < kCoarseBase)
+      [[unlikely]] {
+    const uint32_t f = slot - kFineBase;
+    crowd_bits_[f / kFineSlots].Set(f % kFineSlots);
+    crowd_formed_ = true;
+  }
 }
 
 inline void TimingWheel::Remove(uint32_t i) {
@@ -313,14 +320,62 @@ void TimingWheel::Sweep(int64_t now_ms, std::vector<TimerEntry>* out) {
   UpdateCoarseFrom();
 }
 
+std::vector<TimerEntry> TimingWheel::TakeAhead(
+    int64_t due_ms, absl::FunctionRef<bool(uint64_t)> take) {
+  std::vector<TimerEntry> out;
+  const std::optional<uint32_t> slot = OpenFineSlot(due_ms);
+  if (!slot) return out;
+  SlotArray& v = slots_[*slot];
+  // Kept entries move down over the taken ones, keeping their order.
+  size_t kept = 0;
+  for (size_t k = 0; k < v.size(); ++k) {
+    const uint32_t i = v[k];
+    const uint64_t tag = pool_[i].tag;
+    if (take(tag)) {
+      out.push_back(TimerEntry{due_ms, tag});
+      pool_.Free(i);
+    } else {
+      pool_[i].pos = static_cast<uint32_t>(kept);
+      v[kept++] = i;
+    }
+  }
+  v.resize(kept);
+  if (kept == 0) ClearBit(*slot);
+  const uint32_t f = *slot - kFineBase;
+  crowd_bits_[f / kFineSlots].Clear(f % kFineSlots);
+  size_ -= out.size();
+  stats_.taken_ahead += out.size();
+  return out;
+}
+
+std::optional<int64_t> TimingWheel::NextCrowdMs() const {
+  return FirstInOpenSeconds(crowd_bits_);
+}
+
+std::optional<uint32_t> TimingWheel::OpenFineSlot(int64_t due_ms) const {
+  if (due_ms <= now_ms_) return std::nullopt;
+  const int64_t sec = FloorDiv(due_ms, kMsPerSec);
+  const auto ms = static_cast<uint32_t>(due_ms - sec * kMsPerSec);
+  if (sec == cur_sec_) return kFineBase + Bank(cur_bank_) + ms;
+  if (sec == cur_sec_ + 1 && next_open_) {
+    return kFineBase + Bank(1 - cur_bank_) + ms;
+  }
+  return std::nullopt;
+}
+
 std::optional<int64_t> TimingWheel::NextFineMs() const {
+  return FirstInOpenSeconds(fine_bits_);
+}
+
+std::optional<int64_t> TimingWheel::FirstInOpenSeconds(
+    const SlotBitmap<kFineSlots> (&bits)[2]) const {
   uint64_t words = 0;  // const: these reads are not counted
-  int ms = fine_bits_[cur_bank_].FindInRange(0, kFineSlots, &words);
+  int ms = bits[cur_bank_].FindInRange(0, kFineSlots, &words);
   if (ms != SlotBitmap<kFineSlots>::kNotFound) {
     return cur_sec_ * kMsPerSec + ms;
   }
   if (!next_open_) return std::nullopt;
-  ms = fine_bits_[1 - cur_bank_].FindInRange(0, kFineSlots, &words);
+  ms = bits[1 - cur_bank_].FindInRange(0, kFineSlots, &words);
   if (ms == SlotBitmap<kFineSlots>::kNotFound) return std::nullopt;
   return (cur_sec_ + 1) * kMsPerSec + ms;
 }

@@ -12,8 +12,10 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "server/timer/entry_pool.h"
 #include "server/timer/slot_bitmap.h"
 
@@ -83,6 +85,11 @@ struct TimerEntry {
 // has nothing to fire and sleeps until NextWakeMs(), which includes the start
 // of the second before the next coarse slot to open.
 //
+// Crowds. With SetCrowdSize(k), a fine slot that grows to k entries is
+// marked in a bitmap of its own, so that the Scheduler can find a crowded
+// millisecond in a few word reads and take its entries out ahead of time
+// (TakeAhead), before its instant, rather than spend O(crowd) at it.
+//
 // Costs (n = pending entries, f = entries fired, s = entries in the coarse
 // slots opened):
 //   Insert, Cancel, Reschedule     O(1) (amortized: slot arrays grow)
@@ -91,6 +98,8 @@ struct TimerEntry {
 //                                  entered (57 coarse + 16 fine); a gap of an
 //                                  hour or more costs O(n_coarse + f log f).
 //   NextDueMs, NextWakeMs          at most 89 bitmap word reads
+//   NextCrowdMs                    at most 32 bitmap word reads
+//   TakeAhead                      O(entries in the slot)
 // `s` includes entries with cycles remaining: an entry a year away is looked
 // at once per hour (when its slot comes round) — the accepted cost of cycle
 // numbers, which buys a single level and O(1) insert for any horizon.
@@ -145,6 +154,7 @@ class TimingWheel {
     uint64_t entries_scanned = 0;      // entries looked at in opened slots
     uint64_t bitmap_words_read = 0;    // 64-bit words read by slot searches
     uint64_t sweeps = 0;               // advances over an hour or more
+    uint64_t taken_ahead = 0;          // entries handed out by TakeAhead
   };
 
   // `now_ms` is the wheel's initial time: entries due at or before it are due
@@ -191,6 +201,28 @@ class TimingWheel {
   // the earlier of NextDueMs() and the start of the second before the next
   // coarse slot to open. nullopt when empty.
   std::optional<int64_t> NextWakeMs() const;
+
+  // Crowds: a millisecond of the open seconds (the current one and, once
+  // opened ahead, the next) becomes a crowd when its slot grows to `n`
+  // entries (0: never), by inserts or as its second is opened, and stays one
+  // until it is fired, emptied or taken (TakeAhead). Only slots that grow
+  // after the call are seen.
+  void SetCrowdSize(size_t n) { crowd_size_ = n; }
+  // The first crowd's millisecond, after now; nullopt if there is none. At
+  // most 32 bitmap word reads.
+  std::optional<int64_t> NextCrowdMs() const;
+  // Whether a millisecond became a crowd since the last call.
+  bool TakeCrowdFormed() { return std::exchange(crowd_formed_, false); }
+
+  // Takes out of the fine slot of `due_ms` the entries whose tag `take`
+  // accepts, ahead of their due time, and returns them (due time `due_ms`
+  // each); their handles become stale, as if they had fired. Entries it
+  // refuses stay and fire as usual; the millisecond is no longer a crowd.
+  // Takes nothing unless `due_ms` is after now in an open second.
+  // O(slot size). For the Scheduler's crowds: a caller that acts on what it
+  // took must itself wait for `due_ms`.
+  std::vector<TimerEntry> TakeAhead(int64_t due_ms,
+                                    absl::FunctionRef<bool(uint64_t)> take);
 
   // Makes room for `n` more pending entries without allocating.
   void Reserve(size_t n) { pool_.Reserve(n); }
@@ -239,12 +271,21 @@ class TimingWheel {
   std::optional<int64_t> NextCoarseSecond(int64_t after) const;
   // The first non-empty millisecond of the open seconds, if any.
   std::optional<int64_t> NextFineMs() const;
+  // The first set bit of per-bank `bits` in the open seconds, if any.
+  std::optional<int64_t> FirstInOpenSeconds(
+      const SlotBitmap<kFineSlots> (&bits)[2]) const;
+  // The fine slot of `due_ms` if it is after now in an open second.
+  std::optional<uint32_t> OpenFineSlot(int64_t due_ms) const;
 
   using SlotArray = std::vector<uint32_t>;
 
   EntryPool pool_;
   std::vector<SlotArray> slots_;  // kNumSlots arrays of indices
   SlotBitmap<kFineSlots> fine_bits_[2];
+  // The fine slots that are crowds (SetCrowdSize); a subset of fine_bits_.
+  SlotBitmap<kFineSlots> crowd_bits_[2];
+  size_t crowd_size_ = 0;
+  bool crowd_formed_ = false;
   SlotBitmap<kCoarseSlots> coarse_bits_;
   int64_t now_ms_;
   int64_t cur_sec_;         // floor(now_ms_ / 1000)

@@ -192,6 +192,60 @@ TEST_F(JobServiceTest, AThousandJobsDueInOneMillisecondAllFire) {
   EXPECT_EQ(service().timers_pending(), 0u);
 }
 
+// A crowd (200 jobs at one millisecond; crowds from 100 here) is taken out
+// of the wheel during its lead and prepared, but none of it is ready before
+// its millisecond. A job due during the lead fires on time meanwhile; a
+// crowd job canceled or moved during the lead is not readied with it.
+TEST_F(JobServiceTest, ACrowdTakenAheadIsReadiedAtItsMillisecondNeverBefore) {
+  service().SetFireAhead(100, 100);
+  service().Start();
+  v1::ScheduleBatchRequest batch;
+  for (int i = 0; i < 200; ++i) {
+    *batch.add_requests() = ScheduleReq("crowd", absl::StrCat("c", i), 600);
+  }
+  ASSERT_OK(service().ScheduleBatch(batch));
+  MustSchedule("other", "early", 550);
+  // Asleep until the lead begins, before the earlier job.
+  SettleAt(kStartMs + 499, kStartMs + 500);
+  EXPECT_EQ(service().timers_pending(), 201u);
+  clock_.SetMs(kStartMs + 500);
+  // The fire thread holds the prepared crowd until its millisecond.
+  ASSERT_TRUE(clock_.AwaitWaiter(kStartMs + 600, kWait));
+  EXPECT_EQ(service().timers_pending(), 1u);
+  EXPECT_EQ(Counts("crowd").ready, 0);
+  ASSERT_OK(service().Cancel(CancelReq("crowd", "c0")));
+  ASSERT_OK(
+      service().Reschedule(RescheduleAtReq("crowd", "c1", kStartMs + 700)));
+  clock_.SetMs(kStartMs + 550);
+  ASSERT_TRUE(WaitForReady("other", 1));
+  SettleAt(kStartMs + 599, kStartMs + 600);
+  EXPECT_EQ(Counts("crowd").ready, 0);
+  clock_.SetMs(kStartMs + 600);
+  ASSERT_TRUE(WaitForReady("crowd", 198));
+  ASSERT_OK_AND_ASSIGN(v1::Job moved, service().GetJob(GetReq("crowd", "c1")));
+  EXPECT_EQ(moved.state(), v1::JOB_STATE_SCHEDULED);
+  SettleAt(kStartMs + 699, kStartMs + 700);
+  EXPECT_EQ(Counts("crowd").ready, 198);
+  clock_.SetMs(kStartMs + 700);
+  ASSERT_TRUE(WaitForReady("crowd", 199));
+  EXPECT_EQ(Counts("crowd").live, 199);
+}
+
+TEST_F(JobServiceTest, StopDuringACrowdsLeadReturns) {
+  service().SetFireAhead(100, 100);
+  service().Start();
+  v1::ScheduleBatchRequest batch;
+  for (int i = 0; i < 100; ++i) {
+    *batch.add_requests() = ScheduleReq("crowd", absl::StrCat("c", i), 600);
+  }
+  ASSERT_OK(service().ScheduleBatch(batch));
+  SettleAt(kStartMs + 500, kStartMs + 600);  // taken at once
+  ASSERT_TRUE(clock_.AwaitWaiter(kStartMs + 600, kWait));
+  EXPECT_EQ(service().timers_pending(), 0u);
+  service().Stop();
+  EXPECT_EQ(Counts("crowd").ready, 0);
+}
+
 TEST_F(JobServiceTest, RecoverRestoresTimersAndCountsAndFiresOverdueAtStart) {
   MustSchedule("t1", "over1", 100);
   MustSchedule("t1", "over2", 200);

@@ -1,4 +1,5 @@
-// TimingWheel: long gaps and sweeps, opening ahead, NextDueMs/NextWakeMs.
+// TimingWheel: long gaps and sweeps, opening ahead, NextDueMs/NextWakeMs,
+// crowds taken ahead.
 
 #include <algorithm>
 #include <cstdint>
@@ -86,6 +87,82 @@ TEST(TimingWheelTest, OpenNextSecondOpensItAhead) {
   EXPECT_EQ(wheel.stats().coarse_slots_opened, 1);
   EXPECT_THAT(wheel.Advance(next_second + kHour), IsEmpty());
   EXPECT_THAT(Tags(wheel.Advance(next_second + kHour + 1)), ElementsAre(2));
+}
+
+TEST(TimingWheelTest, CrowdsAreMillisecondsOfOpenSecondsThatGrewToTheSize) {
+  TimingWheel wheel(kT0);
+  wheel.SetCrowdSize(3);
+  const int64_t next_second = kT0 + 750;  // kT0 is .250 into its second
+  for (int i = 0; i < 3; ++i) wheel.Insert(next_second + 40, 1);
+  for (int i = 0; i < 2; ++i) wheel.Insert(kT0 + 100, 2);
+  EXPECT_EQ(wheel.NextCrowdMs(), std::nullopt);  // next second not open
+  EXPECT_FALSE(wheel.TakeCrowdFormed());
+  ASSERT_TRUE(wheel.OpenNextSecond());
+  EXPECT_EQ(wheel.NextCrowdMs(), next_second + 40);  // grew as it opened
+  EXPECT_TRUE(wheel.TakeCrowdFormed());
+  EXPECT_FALSE(wheel.TakeCrowdFormed());
+  const TimerHandle h = wheel.Insert(kT0 + 100, 2);  // the third
+  EXPECT_TRUE(wheel.TakeCrowdFormed());
+  EXPECT_EQ(wheel.NextCrowdMs(), kT0 + 100);
+  EXPECT_TRUE(wheel.Cancel(h));  // still a crowd: a hint, not a count
+  EXPECT_EQ(wheel.NextCrowdMs(), kT0 + 100);
+  EXPECT_EQ(wheel.Advance(kT0 + 100).size(), 2u);  // fired: no longer one
+  EXPECT_EQ(wheel.NextCrowdMs(), next_second + 40);
+  EXPECT_EQ(wheel.Advance(next_second + 40).size(), 3u);
+  EXPECT_EQ(wheel.NextCrowdMs(), std::nullopt);
+  // Without a crowd size nothing is ever a crowd.
+  TimingWheel plain(kT0);
+  for (int i = 0; i < 100; ++i) plain.Insert(kT0 + 1, 1);
+  EXPECT_EQ(plain.NextCrowdMs(), std::nullopt);
+}
+
+TEST(TimingWheelTest, TakeAheadTakesTheAcceptedEntriesOfAnOpenMillisecond) {
+  TimingWheel wheel(kT0);
+  wheel.SetCrowdSize(6);
+  const int64_t next_second = kT0 + 750;
+  const int64_t crowd = next_second + 40;
+  std::vector<TimerHandle> handles;
+  for (uint64_t tag = 1; tag <= 6; ++tag) {
+    handles.push_back(wheel.Insert(crowd, tag));
+  }
+  wheel.Insert(crowd + 1, 100);
+  wheel.Insert(kT0, 300);  // due now: in the overdue slot
+  // Not open yet, or not after now: nothing to take.
+  EXPECT_THAT(wheel.TakeAhead(crowd, [](uint64_t) { return true; }), IsEmpty());
+  EXPECT_THAT(wheel.TakeAhead(kT0, [](uint64_t) { return true; }), IsEmpty());
+  ASSERT_TRUE(wheel.OpenNextSecond());
+  EXPECT_EQ(wheel.NextCrowdMs(), crowd);
+  // Odd tags go; even tags stay, and fire at their time.
+  const std::vector<TimerEntry> taken =
+      wheel.TakeAhead(crowd, [](uint64_t tag) { return tag % 2 == 1; });
+  EXPECT_THAT(Tags(taken), ElementsAre(1, 3, 5));
+  for (const TimerEntry& e : taken) EXPECT_EQ(e.due_ms, crowd);
+  EXPECT_EQ(wheel.size(), 5u);
+  EXPECT_EQ(wheel.stats().taken_ahead, 3u);
+  EXPECT_EQ(wheel.NextCrowdMs(), std::nullopt);  // taken: no longer one
+  // Taken handles are stale; the kept ones still cancel (positions moved).
+  EXPECT_FALSE(wheel.Cancel(handles[0]));
+  EXPECT_FALSE(wheel.Reschedule(handles[2], crowd + 5));
+  EXPECT_TRUE(wheel.Cancel(handles[3]));                 // tag 4
+  EXPECT_TRUE(wheel.Reschedule(handles[5], crowd + 1));  // tag 6
+  EXPECT_THAT(Tags(wheel.Advance(crowd - 1)), ElementsAre(300));
+  EXPECT_THAT(Tags(wheel.Advance(crowd)), ElementsAre(2));
+  std::vector<uint64_t> last = Tags(wheel.Advance(crowd + 1));
+  std::sort(last.begin(), last.end());
+  EXPECT_THAT(last, ElementsAre(6, 100));
+  EXPECT_TRUE(wheel.empty());
+}
+
+TEST(TimingWheelTest, TakeAheadOfAllEntriesEmptiesTheSlot) {
+  TimingWheel wheel(kT0);
+  wheel.Insert(kT0 + 10, 1);
+  wheel.Insert(kT0 + 10, 2);
+  wheel.Insert(kT0 + 20, 3);
+  EXPECT_THAT(Tags(wheel.TakeAhead(kT0 + 10, [](uint64_t) { return true; })),
+              ElementsAre(1, 2));
+  EXPECT_EQ(wheel.NextDueMs(), kT0 + 20);
+  EXPECT_THAT(wheel.Advance(kT0 + 19), IsEmpty());
+  EXPECT_THAT(Tags(wheel.Advance(kT0 + 20)), ElementsAre(3));
 }
 
 TEST(TimingWheelTest, NextWakeMsLeavesASecondToOpenAhead) {
