@@ -392,6 +392,7 @@ rec_burst() {
   rec "$name" "$cfg" "${fig}_p99" "$(jget "$out" lat_ms_p99)" ms
   rec "$name" "$cfg" "${fig}_p999" "$(jget "$out" lat_ms_p999)" ms
   rec "$name" "$cfg" "${fig}_max" "$(jget "$out" lat_ms_max)" ms
+  rec "$name" "$cfg" "${fig}_first_after_start" "$(jget "$out" first_recv_minus_window_start_ms)" ms
   rec "$name" "$cfg" "${fig}_last_after_start" "$(jget "$out" last_recv_minus_window_start_ms)" ms
   rec "$name" "$cfg" "${fig}_last_after_end" "$(jget "$out" last_recv_minus_window_end_ms)" ms
   rec "$name" "$cfg" "${fig}_rate" "$(jget "$out" recv_rate_jobs_per_s)" jobs/s

@@ -125,6 +125,8 @@ def main():
          "lower", D_ALWAYS, [], None, ("<=", 50)),
         (f"issue 6: herd of {H} due at one instant, last received after it", "herd_last_after_start", "ms",
          "lower", D_ALWAYS, [], None, ("<=", 3000)),
+        (f"issue 19: herd of {H} due at one instant, first received after it", "herd_first_after_start", "ms",
+         "lower", D_ALWAYS, [], None, ("<=", 10)),
     ]
 
     out = [BEGIN, "", "## Side by side with the peers (issues 8 and 6)", ""]
@@ -243,6 +245,7 @@ def main():
                       ("late1m", f"{B} due in 2 s among {P} pending"), ("herd", f"herd of {H} at one instant")):
         names.update({f"{fig}_p50": f"lateness p50, {what}", f"{fig}_p99": f"lateness p99, {what}",
                       f"{fig}_p999": f"lateness p99.9, {what}", f"{fig}_max": f"lateness max, {what}",
+                      f"{fig}_first_after_start": f"first received after the window's start, {what}",
                       f"{fig}_last_after_start": f"last received after the window's start, {what}",
                       f"{fig}_last_after_end": f"last received after the window's end, {what}",
                       f"{fig}_rate": f"receive rate while draining, {what}",
