@@ -127,6 +127,14 @@ def main():
          "lower", D_ALWAYS, [], None, ("<=", 3000)),
         (f"issue 19: herd of {H} due at one instant, first received after it", "herd_first_after_start", "ms",
          "lower", D_ALWAYS, [], None, ("<=", 10)),
+        (f"issue 19: herd of {H}, receive rate while draining (acks in batches)", "herd_rate", "jobs/s",
+         "higher", D_ALWAYS, [], None, (">=", 300000)),
+        (f"issue 19: lateness p99, {L} due in 2 s", "late20_p99", "ms", "lower", D_ALWAYS,
+         [REDIS_LATE, BEAN_50], None, ("<=", 2)),
+        (f"issue 19: lateness p99, {B} due in 2 s among {P} pending", "late1m_p99", "ms", "lower", D_ALWAYS,
+         [], None, ("<=", 10)),
+        (f"issue 19: lateness max, {B} due in 2 s among {P} pending", "late1m_max", "ms", "lower", D_ALWAYS,
+         [], None, ("<=", 50)),
     ]
 
     out = [BEGIN, "", "## Side by side with the peers (issues 8 and 6)", ""]
