@@ -1,8 +1,10 @@
 // Drives a TimingWheel and a std::multimap reference model with the same
 // random operations — inserts (past, near, far, up to 100 years), batches,
-// cancels, reschedules, stale handles, opening ahead, and advances by small
-// steps, big jumps and backward steps — and checks that exactly the due,
-// non-canceled entries fire, none early, each once, in due order.
+// cancels, reschedules, stale handles, opening ahead, crowds taken ahead
+// (odd tags only), and advances by small steps, big jumps and backward steps
+// — and checks that exactly the due, non-canceled entries fire, none early,
+// each once, in due order, and that a take ahead returns exactly the
+// accepted entries of its millisecond, after now.
 //
 // DELAYD_RANDOM_OPS (default 5000000) and DELAYD_RANDOM_SEED override the run.
 
@@ -91,9 +93,10 @@ TEST(TimingWheelRandomTest, MatchesReferenceModel) {
 
   int64_t now = 1795316400250;
   TimingWheel wheel(now);
+  wheel.SetCrowdSize(3);
   Model model;
   uint64_t next_tag = 1;
-  int64_t fired_total = 0, big_jumps = 0, backward_steps = 0;
+  int64_t fired_total = 0, big_jumps = 0, backward_steps = 0, taken = 0;
 
   auto random_due = [&]() -> int64_t {
     const int64_t p = uniform(0, 99);
@@ -113,7 +116,13 @@ TEST(TimingWheelRandomTest, MatchesReferenceModel) {
       model.Add(tag, due, wheel.Insert(due, tag));
     } else if (p < 390 && !crowded) {
       std::vector<TimerEntry> batch(static_cast<size_t>(uniform(1, 64)));
-      for (TimerEntry& e : batch) e = {random_due(), next_tag++};
+      // Half the batches share one due time: crowds, some in the open
+      // seconds.
+      std::optional<int64_t> shared;
+      if (uniform(0, 1) == 0) shared = random_due();
+      for (TimerEntry& e : batch) {
+        e = {shared ? *shared : random_due(), next_tag++};
+      }
       const std::vector<TimerHandle> handles = wheel.InsertBatch(batch);
       ASSERT_EQ(handles.size(), batch.size());
       for (size_t i = 0; i < batch.size(); ++i) {
@@ -130,6 +139,21 @@ TEST(TimingWheelRandomTest, MatchesReferenceModel) {
       const int64_t due = random_due();
       ASSERT_TRUE(wheel.Reschedule(model.live_.at(tag).handle, due));
       model.Move(tag, due);
+    } else if (p >= 730 && p < 745 && wheel.NextCrowdMs().has_value()) {
+      const int64_t crowd = *wheel.NextCrowdMs();
+      ASSERT_GT(crowd, now);
+      std::vector<TimerEntry> got =
+          wheel.TakeAhead(crowd, [](uint64_t tag) { return tag % 2 == 1; });
+      std::vector<TimerEntry> expected;
+      for (auto [it, end] = model.by_due_.equal_range(crowd); it != end; ++it) {
+        if (it->second % 2 == 1) expected.push_back({it->first, it->second});
+      }
+      for (const TimerEntry& e : expected) model.Remove(e.tag);
+      std::sort(got.begin(), got.end(), ByDueThenTag);
+      std::sort(expected.begin(), expected.end(), ByDueThenTag);
+      ASSERT_EQ(got, expected) << "at op " << op << ", now " << now;
+      ASSERT_NE(wheel.NextCrowdMs(), crowd);
+      taken += static_cast<int64_t>(got.size());
     } else if (p < 730 && !model.dead_.empty()) {
       const TimerHandle h = model.dead_[static_cast<size_t>(
           uniform(0, static_cast<int64_t>(model.dead_.size()) - 1))];
@@ -184,10 +208,13 @@ TEST(TimingWheelRandomTest, MatchesReferenceModel) {
   EXPECT_GT(fired_total, ops / 10);
   EXPECT_GT(big_jumps, 0);
   EXPECT_GT(backward_steps, 0);
-  std::printf("ops %lld fired %lld big jumps %lld backward steps %lld\n",
-              static_cast<long long>(ops), static_cast<long long>(fired_total),
-              static_cast<long long>(big_jumps),
-              static_cast<long long>(backward_steps));
+  EXPECT_GT(taken, 0);
+  std::printf(
+      "ops %lld fired %lld big jumps %lld backward steps %lld taken ahead "
+      "%lld\n",
+      static_cast<long long>(ops), static_cast<long long>(fired_total),
+      static_cast<long long>(big_jumps), static_cast<long long>(backward_steps),
+      static_cast<long long>(taken));
 }
 
 }  // namespace
