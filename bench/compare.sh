@@ -269,11 +269,14 @@ setup() {
 }
 
 build() {
-  local launcher=()
+  local launcher=() tests=()
   command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  # A new build directory leaves the tests out; one that exists (BUILD_DIR=build)
+  # keeps its own choice, so that its tests stay built.
+  [[ -f $BUILD_DIR/CMakeCache.txt ]] || tests=(-DDELAYD_BUILD_TESTS=OFF)
   log "building delayd and delayd-bench ($BUILD_TYPE) in $BUILD_DIR"
   cmake -S "$REPO" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
-    -DDELAYD_BUILD_TESTS=OFF "${launcher[@]}" >/dev/null
+    "${tests[@]}" "${launcher[@]}" >/dev/null
   cmake --build "$BUILD_DIR" -j2 --target delayd delayd-bench floor_server >/dev/null
   DELAYD=$BUILD_DIR/server/delayd
   BENCH=$BUILD_DIR/bench/delayd-bench/delayd-bench
