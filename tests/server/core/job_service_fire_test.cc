@@ -19,6 +19,16 @@ namespace {
 
 constexpr int64_t kNever = timer::Clock::kNoDeadline;
 
+// `n` jobs of `topic`, ids c0, c1, ..., all due `delay_ms` from the start.
+v1::ScheduleBatchRequest Crowd(std::string_view topic, int n,
+                               int64_t delay_ms) {
+  v1::ScheduleBatchRequest batch;
+  for (int i = 0; i < n; ++i) {
+    *batch.add_requests() = ScheduleReq(topic, absl::StrCat("c", i), delay_ms);
+  }
+  return batch;
+}
+
 TEST_F(JobServiceTest, FiresAtTheDueMillisecondNeverBefore) {
   service().Start();
   MustSchedule("t", "a", 500);
@@ -199,11 +209,7 @@ TEST_F(JobServiceTest, AThousandJobsDueInOneMillisecondAllFire) {
 TEST_F(JobServiceTest, ACrowdTakenAheadIsReadiedAtItsMillisecondNeverBefore) {
   service().SetFireAhead(100, 100);
   service().Start();
-  v1::ScheduleBatchRequest batch;
-  for (int i = 0; i < 200; ++i) {
-    *batch.add_requests() = ScheduleReq("crowd", absl::StrCat("c", i), 600);
-  }
-  ASSERT_OK(service().ScheduleBatch(batch));
+  ASSERT_OK(service().ScheduleBatch(Crowd("crowd", 200, 600)));
   MustSchedule("other", "early", 550);
   // Asleep until the lead begins, before the earlier job.
   SettleAt(kStartMs + 499, kStartMs + 500);
@@ -234,11 +240,7 @@ TEST_F(JobServiceTest, ACrowdTakenAheadIsReadiedAtItsMillisecondNeverBefore) {
 TEST_F(JobServiceTest, StopDuringACrowdsLeadReturns) {
   service().SetFireAhead(100, 100);
   service().Start();
-  v1::ScheduleBatchRequest batch;
-  for (int i = 0; i < 100; ++i) {
-    *batch.add_requests() = ScheduleReq("crowd", absl::StrCat("c", i), 600);
-  }
-  ASSERT_OK(service().ScheduleBatch(batch));
+  ASSERT_OK(service().ScheduleBatch(Crowd("crowd", 100, 600)));
   SettleAt(kStartMs + 500, kStartMs + 600);  // taken at once
   ASSERT_TRUE(clock_.AwaitWaiter(kStartMs + 600, kWait));
   EXPECT_EQ(service().timers_pending(), 0u);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -284,97 +285,98 @@ TEST_F(SchedulerTest, CancelRacesWithFiringHaveDefiniteAnswers) {
   EXPECT_LT(n_canceled, kEntries);
 }
 
+// A scheduler on a FakeClock at a second boundary (so deadlines are exact),
+// started with crowds taken ahead as each test sets.
+class SchedulerAheadTest : public ::testing::Test {
+ protected:
+  static constexpr int64_t kBase = kT0 - 250;
+
+  void Start(Scheduler::Ahead ahead) {
+    scheduler_.SetAhead(std::move(ahead));
+    scheduler_.Start();
+  }
+
+  FakeClock clock_{kBase};
+  Collector collector_{&clock_};
+  Scheduler scheduler_{&clock_, collector_.Callback()};
+};
+
 // A crowd of at least min_entries timers at one millisecond is handed over
 // lead_ms before it, only the tags the predicate accepts (even ones here),
 // as one batch; the rest fire at their time. A smaller millisecond is not.
-TEST(SchedulerAheadTest, HandsACrowdOverAheadOnlyTheAcceptedTags) {
-  const int64_t base = kT0 - 250;  // a second boundary: deadlines are exact
-  FakeClock clock(base);
-  Collector collector(&clock);
-  Scheduler scheduler(&clock, collector.Callback());
-  scheduler.SetAhead({100, 5, [](uint64_t tag) { return tag % 2 == 0; }});
-  scheduler.Start();
-  const int64_t crowd = base + 500;
+TEST_F(SchedulerAheadTest, HandsACrowdOverAheadOnlyTheAcceptedTags) {
+  Start({100, 5, [](uint64_t tag) { return tag % 2 == 0; }});
+  const int64_t crowd = kBase + 500;
   std::vector<TimerEntry> batch;
   for (uint64_t tag = 0; tag < 7; ++tag) batch.push_back({crowd, tag});
   for (uint64_t tag = 10; tag < 14; ++tag) {
     batch.push_back({crowd + 300, tag * 4});  // four: not a crowd
   }
-  const std::vector<TimerHandle> handles = scheduler.AddBatch(batch);
-  ASSERT_TRUE(clock.AwaitWaiter(crowd - 100, kPatience));
-  clock.SetMs(crowd - 101);
-  ASSERT_TRUE(clock.AwaitWaiter(crowd - 100, kPatience));
-  EXPECT_THAT(collector.entries(), IsEmpty());
-  clock.SetMs(crowd - 100);
-  ASSERT_TRUE(collector.AwaitCount(4));
-  EXPECT_THAT(collector.tags(), ElementsAre(0, 2, 4, 6));
-  for (const TimerEntry& e : collector.entries()) EXPECT_EQ(e.due_ms, crowd);
-  EXPECT_THAT(collector.fire_times(), ::testing::Each(crowd - 100));
-  EXPECT_EQ(scheduler.stats().ahead, 4);
+  const std::vector<TimerHandle> handles = scheduler_.AddBatch(batch);
+  ASSERT_TRUE(clock_.AwaitWaiter(crowd - 100, kPatience));
+  clock_.SetMs(crowd - 101);
+  ASSERT_TRUE(clock_.AwaitWaiter(crowd - 100, kPatience));
+  EXPECT_THAT(collector_.entries(), IsEmpty());
+  clock_.SetMs(crowd - 100);
+  ASSERT_TRUE(collector_.AwaitCount(4));
+  EXPECT_THAT(collector_.tags(), ElementsAre(0, 2, 4, 6));
+  for (const TimerEntry& e : collector_.entries()) EXPECT_EQ(e.due_ms, crowd);
+  EXPECT_THAT(collector_.fire_times(), ::testing::Each(crowd - 100));
+  EXPECT_EQ(scheduler_.stats().ahead, 4);
   // Taken: no longer cancelable. Refused (odd): still pending.
-  EXPECT_FALSE(scheduler.Cancel(handles[2]));
-  EXPECT_TRUE(scheduler.Cancel(handles[1]));
+  EXPECT_FALSE(scheduler_.Cancel(handles[2]));
+  EXPECT_TRUE(scheduler_.Cancel(handles[1]));
   // Entries added afterwards, fewer than a crowd, fire at their time.
-  scheduler.Add(crowd, 20);
-  scheduler.Add(crowd, 22);
-  ASSERT_TRUE(clock.AwaitWaiter(crowd, kPatience));
-  EXPECT_EQ(collector.entries().size(), 4u);
-  clock.SetMs(crowd);
-  ASSERT_TRUE(collector.AwaitCount(4 + 4));
-  ASSERT_TRUE(clock.AwaitWaiter(crowd + 300, kPatience));
-  const std::vector<uint64_t> tags = collector.tags();
+  scheduler_.Add(crowd, 20);
+  scheduler_.Add(crowd, 22);
+  ASSERT_TRUE(clock_.AwaitWaiter(crowd, kPatience));
+  EXPECT_EQ(collector_.entries().size(), 4u);
+  clock_.SetMs(crowd);
+  ASSERT_TRUE(collector_.AwaitCount(4 + 4));
+  ASSERT_TRUE(clock_.AwaitWaiter(crowd + 300, kPatience));
+  const std::vector<uint64_t> tags = collector_.tags();
   EXPECT_THAT(std::vector<uint64_t>(tags.begin() + 4, tags.end()),
               ::testing::UnorderedElementsAre(3, 5, 20, 22));
-  EXPECT_THAT(collector.batch_sizes(), ElementsAre(4, 4));
-  clock.SetMs(crowd + 299);
-  ASSERT_TRUE(clock.AwaitWaiter(crowd + 300, kPatience));
-  clock.SetMs(crowd + 300);
-  ASSERT_TRUE(collector.AwaitCount(4 + 4 + 4));
-  EXPECT_EQ(scheduler.stats().ahead, 4);
-  EXPECT_EQ(scheduler.size(), 0);
+  EXPECT_THAT(collector_.batch_sizes(), ElementsAre(4, 4));
+  clock_.SetMs(crowd + 299);
+  ASSERT_TRUE(clock_.AwaitWaiter(crowd + 300, kPatience));
+  clock_.SetMs(crowd + 300);
+  ASSERT_TRUE(collector_.AwaitCount(4 + 4 + 4));
+  EXPECT_EQ(scheduler_.stats().ahead, 4);
+  EXPECT_EQ(scheduler_.size(), 0);
 }
 
 // A crowd that forms one Add at a time, at the millisecond the thread
 // already sleeps until, wakes it to sleep until the lead instead.
-TEST(SchedulerAheadTest, ACrowdFormingWakesTheThreadForItsLead) {
-  const int64_t base = kT0 - 250;
-  FakeClock clock(base);
-  Collector collector(&clock);
-  Scheduler scheduler(&clock, collector.Callback());
-  scheduler.SetAhead({100, 5, [](uint64_t) { return true; }});
-  scheduler.Start();
-  const int64_t crowd = base + 700;
-  scheduler.Add(crowd, 1);
-  ASSERT_TRUE(clock.AwaitWaiter(crowd, kPatience));
-  for (uint64_t tag = 2; tag <= 5; ++tag) scheduler.Add(crowd, tag);
-  ASSERT_TRUE(clock.AwaitWaiter(crowd - 100, kPatience));
-  clock.SetMs(crowd - 100);
-  ASSERT_TRUE(collector.AwaitCount(5));
-  EXPECT_EQ(scheduler.stats().ahead, 5);
+TEST_F(SchedulerAheadTest, ACrowdFormingWakesTheThreadForItsLead) {
+  Start({100, 5, [](uint64_t) { return true; }});
+  const int64_t crowd = kBase + 700;
+  scheduler_.Add(crowd, 1);
+  ASSERT_TRUE(clock_.AwaitWaiter(crowd, kPatience));
+  for (uint64_t tag = 2; tag <= 5; ++tag) scheduler_.Add(crowd, tag);
+  ASSERT_TRUE(clock_.AwaitWaiter(crowd - 100, kPatience));
+  clock_.SetMs(crowd - 100);
+  ASSERT_TRUE(collector_.AwaitCount(5));
+  EXPECT_EQ(scheduler_.stats().ahead, 5);
 }
 
 // An earlier timer still fires at its own time while a crowd's lead runs,
 // and a crowd in the next second is seen once that second is opened ahead.
-TEST(SchedulerAheadTest, ACrowdInTheNextSecondAndEarlierTimers) {
-  const int64_t base = kT0 - 250;
-  FakeClock clock(base);
-  Collector collector(&clock);
-  Scheduler scheduler(&clock, collector.Callback());
-  scheduler.SetAhead({200, 3, [](uint64_t) { return true; }});
-  scheduler.Start();
-  const int64_t crowd = base + 1050;  // 50 ms into the next second
-  for (uint64_t tag = 1; tag <= 3; ++tag) scheduler.Add(crowd, tag);
-  scheduler.Add(base + 900, 9);
-  ASSERT_TRUE(clock.AwaitWaiter(base + 850, kPatience));
-  clock.SetMs(base + 850);
-  ASSERT_TRUE(collector.AwaitCount(3));
-  EXPECT_THAT(collector.tags(), ElementsAre(1, 2, 3));
-  ASSERT_TRUE(clock.AwaitWaiter(base + 900, kPatience));
-  clock.SetMs(base + 900);
-  ASSERT_TRUE(collector.AwaitCount(4));
-  EXPECT_THAT(collector.fire_times(),
-              ElementsAre(base + 850, base + 850, base + 850, base + 900));
-  EXPECT_TRUE(clock.AwaitWaiter(Clock::kNoDeadline, kPatience));
+TEST_F(SchedulerAheadTest, ACrowdInTheNextSecondAndEarlierTimers) {
+  Start({200, 3, [](uint64_t) { return true; }});
+  const int64_t crowd = kBase + 1050;  // 50 ms into the next second
+  for (uint64_t tag = 1; tag <= 3; ++tag) scheduler_.Add(crowd, tag);
+  scheduler_.Add(kBase + 900, 9);
+  ASSERT_TRUE(clock_.AwaitWaiter(kBase + 850, kPatience));
+  clock_.SetMs(kBase + 850);
+  ASSERT_TRUE(collector_.AwaitCount(3));
+  EXPECT_THAT(collector_.tags(), ElementsAre(1, 2, 3));
+  ASSERT_TRUE(clock_.AwaitWaiter(kBase + 900, kPatience));
+  clock_.SetMs(kBase + 900);
+  ASSERT_TRUE(collector_.AwaitCount(4));
+  EXPECT_THAT(collector_.fire_times(),
+              ElementsAre(kBase + 850, kBase + 850, kBase + 850, kBase + 900));
+  EXPECT_TRUE(clock_.AwaitWaiter(Clock::kNoDeadline, kPatience));
 }
 
 TEST(SchedulerStopTest, StopJoinsAndNothingFiresAfterwards) {
