@@ -24,9 +24,11 @@
 // Lock hold times: O(1) for Add/Cancel/Reschedule. The timer thread holds the
 // mutex while it advances the wheel (~30 ns per entry fired) and while it
 // opens a second ahead (~15-20 ns per entry in that second's slot: about
-// 20 ms for a second holding a million jobs); callers of Add wait meanwhile.
-// Under a sustained load of about a million jobs every second, that open also
-// delays firing by as much, once a second (an incremental open would fix it).
+// 20 ms for a second holding a million jobs), and while it takes a crowd
+// ahead (one pass over the crowd's slot, the same order of time as firing
+// it); callers of Add wait meanwhile. Under a sustained load of about a
+// million jobs every second, that open also delays firing by as much, once a
+// second (an incremental open would fix it).
 
 #ifndef DELAYD_SERVER_TIMER_SCHEDULER_H_
 #define DELAYD_SERVER_TIMER_SCHEDULER_H_
