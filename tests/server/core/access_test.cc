@@ -3,6 +3,8 @@
 // tests/e2e/security_test.cc drives them through the real binary.
 #include "server/core/access.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <string>
 
@@ -21,9 +23,12 @@ using ::testing::HasSubstr;
 constexpr char kOrders[] = "orders-token";
 constexpr char kOps[] = "ops-token";
 
+// A file of this process's own: ctest runs each test of this file as a
+// process of its own, two at a time, and a path they shared let one read the
+// file while another was rewriting it ("unknown bearer token").
 std::string WriteAuthFile() {
-  const std::string path =
-      absl::StrCat(::testing::TempDir(), "/access_test_auth.txt");
+  const std::string path = absl::StrCat(::testing::TempDir(),
+                                        "/access_test_auth.", getpid(), ".txt");
   std::ofstream(path) << "principal orders\n"
                       << "  token sha256:" << auth::Sha256Hex(kOrders) << "\n"
                       << "  identity orders-client\n"
