@@ -25,8 +25,7 @@ timer::Scheduler::Ahead FirePath::SchedulerAhead(int64_t lead_ms,
                                                  size_t min_jobs) {
   // Job timers only: a lease timer taken early would end a lease before the
   // deadline its subscriber was given; the fire path's own tags are rare.
-  return {lead_ms, min_jobs,
-          [](uint64_t tag) { return (tag & kLeaseTagBit) == 0; }};
+  return {lead_ms, min_jobs, IsDueTag};
 }
 
 void FirePath::Start() { thread_ = std::thread(&FirePath::Loop, this); }

@@ -44,6 +44,9 @@ inline constexpr uint64_t kHorizonTag = kLeaseTagBit;
 inline constexpr uint64_t kFireRetryTag = ~uint64_t{0};
 inline constexpr uint64_t kLeftoverRetryTag = ~uint64_t{0} - 1;
 
+// A job's due timer (top bit clear), as opposed to every other tag.
+inline bool IsDueTag(uint64_t tag) { return (tag & kLeaseTagBit) == 0; }
+
 inline bool IsLeaseTag(uint64_t tag) {
   return (tag & kLeaseTagBit) != 0 && tag != kHorizonTag &&
          tag != kFireRetryTag && tag != kLeftoverRetryTag;
