@@ -43,6 +43,10 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 SKIP = 77
 WAIT = 10  # seconds, every wait for the page
+# Seconds for Chromium or chromedriver to listen. A first start on a fresh
+# machine, with a cold page cache and ctest's other tests on both cores, took
+# 5.7 s here and more than 10 s in CI.
+START_WAIT = 60
 HERE = os.path.dirname(os.path.abspath(__file__))
 XSS = "<script>alert(1)</script>"
 XSS_LABEL = "<img src=x onerror=alert(2)>"
@@ -71,16 +75,43 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_listening(port, process, what):
-    deadline = time.monotonic() + WAIT
+def log_tail(path, lines=20):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError as e:
+        return "(no log: %s)\n" % e
+
+
+def wait_listening(process, what, log, port=None, port_file=None):
+    """Waits until process listens on port, or on the port written on the
+    first line of port_file. Returns the port. The error says whether the
+    process exited or was still starting, with the end of its log."""
+    start = time.monotonic()
     while True:
         try:
+            if port_file is not None:
+                with open(port_file) as f:
+                    port = int(f.readline())
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError("%s did not listen on port %d" % (what, port))
+            return port
+        except (OSError, ValueError):
+            status = process.poll()
+            waited = time.monotonic() - start
+            if status is not None or waited > START_WAIT:
+                state = ("exited with status %d" % status if status is not None
+                         else "still running")
+                raise RuntimeError(
+                    "%s did not listen on port %s after %.1f s (%s); "
+                    "the end of its log:\n%s"
+                    % (what, port_file or port, waited, state, log_tail(log)))
             time.sleep(0.05)
+
+
+def start_logged(args, log):
+    with open(log, "w") as out:
+        return subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT)
 
 
 def start_browser(profile_dir):
@@ -90,24 +121,27 @@ def start_browser(profile_dir):
     "localhost", which a machine without /etc/hosts cannot resolve: Selenium's
     own Service and chromedriver's own Chromium both reach their child by that
     name. So chromedriver attaches to a Chromium started here
-    (debuggerAddress)."""
+    (debuggerAddress). Chromium picks its own port and writes it in
+    DevToolsActivePort: a port chosen here could be taken by another test
+    before Chromium binds it."""
     from selenium import webdriver
-    chromium_port, driver_port = free_port(), free_port()
-    processes = [subprocess.Popen(
+    driver_port = free_port()
+    chromium_log = profile_dir + ".log"
+    driver_log = profile_dir + "-driver.log"
+    processes = [start_logged(
         [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
          "--window-size=1280,900", "--no-first-run",
          "--remote-debugging-address=127.0.0.1",
-         "--remote-debugging-port=%d" % chromium_port,
-         "--user-data-dir=" + profile_dir, "about:blank"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)]
+         "--remote-debugging-port=0",
+         "--user-data-dir=" + profile_dir, "about:blank"], chromium_log)]
     try:
-        wait_listening(chromium_port, processes[0], "chromium")
-        processes.append(subprocess.Popen(
-            [CHROMEDRIVER, "--port=%d" % driver_port],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL))
-        wait_listening(driver_port, processes[1], "chromedriver")
+        chromium_port = wait_listening(
+            processes[0], "chromium", chromium_log,
+            port_file=os.path.join(profile_dir, "DevToolsActivePort"))
+        processes.append(start_logged(
+            [CHROMEDRIVER, "--port=%d" % driver_port], driver_log))
+        wait_listening(processes[1], "chromedriver", driver_log,
+                       port=driver_port)
         options = webdriver.ChromeOptions()
         options.debugger_address = "127.0.0.1:%d" % chromium_port
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
