@@ -37,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/floor/floor_job.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -47,15 +48,6 @@ namespace {
 
 constexpr int64_t kNever = INT64_MAX;
 constexpr int64_t kLeaseMs = 30'000;
-
-int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
-
-google::protobuf::Timestamp Ts(int64_t ms) {
-  google::protobuf::Timestamp t;
-  t.set_seconds(ms / 1000);
-  t.set_nanos(static_cast<int32_t>(ms % 1000) * 1'000'000);
-  return t;
-}
 
 // One Subscribe stream's write side, as server/rpc/subscribe_reactor.cc: one
 // write outstanding, each write a message of as many queued deliveries as
@@ -168,32 +160,11 @@ class Queue {
   Queue(const Queue&) = delete;
   Queue& operator=(const Queue&) = delete;
 
-  // The job as delayd stores it (and repeats in the reply).
   // The job as delayd would show it; queued for delivery when `keep`.
   v1::Job Add(const v1::JobSpec& spec, int64_t now_ms, bool keep) {
-    v1::Job job;
-    job.set_topic(spec.topic());
-    job.set_id(spec.id());
-    job.set_payload(spec.payload());
-    job.set_state(v1::JOB_STATE_SCHEDULED);
-    int64_t due = now_ms;
-    if (spec.has_fire_at()) {
-      due =
-          spec.fire_at().seconds() * 1000 + spec.fire_at().nanos() / 1'000'000;
-    } else if (spec.has_delay()) {
-      due += spec.delay().seconds() * 1000 + spec.delay().nanos() / 1'000'000;
-    }
-    *job.mutable_fire_at() = Ts(due);
-    v1::RetryPolicy* retry = job.mutable_retry();
-    retry->set_max_attempts(10);
-    retry->mutable_lease()->set_seconds(kLeaseMs / 1000);
-    retry->mutable_initial_backoff()->set_seconds(1);
-    retry->mutable_max_backoff()->set_seconds(600);
-    retry->set_backoff_multiplier(2);
-    *job.mutable_labels() = spec.labels();
-    *job.mutable_created_at() = Ts(now_ms);
-    *job.mutable_updated_at() = Ts(now_ms);
+    v1::Job job = ReplyJob(spec, now_ms, kLeaseMs);
     if (!keep) return job;
+    const int64_t due = ToMs(job.fire_at());
     absl::MutexLock lock(&mu_);
     topics_[spec.topic()].jobs.emplace(due, job);
     if (due < next_wake_) kick_ = true;
