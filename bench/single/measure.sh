@@ -16,6 +16,11 @@
 #                 library's linger at LINGER_US (200) microseconds;
 #   lib-floor, batch64-floor   those two loads against floor_server
 #                 --discard: the library's transport floor;
+#   unary-callback, unary-sync, unary-async   floor_unary under jemalloc:
+#                 the floor of one unary Schedule under each of gRPC's
+#                 server models (not in the default set); unary-async
+#                 polls 2 completion queues, each with its own thread,
+#                 unary-async-N polls N;
 #   redis-always, redis-everysec   Redis, appendfsync always / everysec;
 #   bean-f0, bean-f50              beanstalkd, binlog fsync -f0 / -f50;
 # each a fresh server in a fresh dir under DATA_ROOT, loaded for
@@ -49,6 +54,7 @@ JEMALLOC=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 DELAYD=$build/server/delayd
 BENCH=$build/bench/delayd-bench/delayd-bench
 FLOOR=$build/bench/floor/floor_server
+UNARY=$build/bench/floor/floor_unary
 OUT=$build/single
 mkdir -p "$OUT"
 DQ=$OUT/dqbench
@@ -82,6 +88,13 @@ run() {
     floor | *-floor)
       LD_PRELOAD=$JEMALLOC "$FLOOR" "127.0.0.1:$port" --discard >"$dir/log" 2>&1 &
       server=$! ;;
+    unary-*)
+      # unary-async-1: the async model on one completion queue thread.
+      local model=${config#unary-} threads=2
+      [[ $model == async-* ]] && threads=${model#async-} model=async
+      LD_PRELOAD=$JEMALLOC "$UNARY" "127.0.0.1:$port" --model="$model" \
+        --threads="$threads" >"$dir/log" 2>&1 &
+      server=$! ;;
     delayd-* | stream-* | lib-* | batch64-*)
       "$DELAYD" --listen="127.0.0.1:$port" --http-listen=127.0.0.1:0 \
         --data-dir="$dir/data" --sync="${config#*-}" >"$dir/log" 2>&1 &
@@ -103,7 +116,7 @@ run() {
   local stream=()
   [[ $config == stream-* ]] && stream=(--stream "$STREAM_WINDOW")
   case $config in
-    floor | delayd-* | stream-*)
+    floor | unary-* | delayd-* | stream-*)
       "$BENCH" waitready --target "127.0.0.1:$port" --expect 0 --timeout 60 >/dev/null
       j0=$(jiffies "$server")
       "$BENCH" load --target "127.0.0.1:$port" --topic single --jobs 100000000 \
