@@ -29,6 +29,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "bench/floor/async_call.h"
 #include "bench/floor/floor_job.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -100,85 +101,38 @@ class SyncHealth final : public grpc::health::v1::Health::Service {
 using AsyncService = v1::DelayQueue::AsyncService;
 using HealthService = grpc::health::v1::Health::AsyncService;
 
-// An event on a completion queue: the tag of each operation started.
-class Event {
- public:
-  virtual ~Event() = default;
-  virtual void Proceed(bool ok) = 0;
-};
+const AsyncCall<AsyncService, v1::ScheduleRequest,
+                v1::ScheduleResponse>::Handler kAnswer =
+    [](const v1::ScheduleRequest& request, v1::ScheduleResponse* response) {
+      Answer(request, response);
+      return grpc::Status::OK;
+    };
 
-// One unary call of the async model, from its request to its finish. When
-// a call arrives it requests the next one on the same queue, answers with
-// `handle`, and deletes itself once the answer is sent.
-template <typename Service, typename Request, typename Response>
-class AsyncCall final : public Event {
- public:
-  using RequestMethod = void (Service::*)(
-      grpc::ServerContext*, Request*,
-      grpc::ServerAsyncResponseWriter<Response>*, grpc::CompletionQueue*,
-      grpc::ServerCompletionQueue*, void*);
-  using Handler = void (*)(const Request&, Response*);
+const AsyncCall<AsyncService, v1::GetStatsRequest,
+                v1::GetStatsResponse>::Handler kNoStats =
+    [](const v1::GetStatsRequest& /*request*/,
+       v1::GetStatsResponse* /*response*/) { return grpc::Status::OK; };
 
-  static void Start(Service* service, grpc::ServerCompletionQueue* cq,
-                    RequestMethod method, Handler handle) {
-    auto* call = new AsyncCall(service, cq, method, handle);
-    (service->*method)(&call->context_, &call->request_, &call->writer_, cq, cq,
-                       call);
-  }
-
-  void Proceed(bool ok) override {
-    if (!ok || answered_) {  // shutting down, or the answer is sent
-      delete this;
-      return;
-    }
-    Start(service_, cq_, method_, handle_);
-    handle_(request_, &response_);
-    answered_ = true;
-    writer_.Finish(response_, grpc::Status::OK, this);
-  }
-
- private:
-  AsyncCall(Service* service, grpc::ServerCompletionQueue* cq,
-            RequestMethod method, Handler handle)
-      : service_(service),
-        cq_(cq),
-        method_(method),
-        handle_(handle),
-        writer_(&context_) {}
-
-  Service* const service_;
-  grpc::ServerCompletionQueue* const cq_;
-  const RequestMethod method_;
-  const Handler handle_;
-  grpc::ServerContext context_;
-  Request request_;
-  Response response_;
-  grpc::ServerAsyncResponseWriter<Response> writer_;
-  bool answered_ = false;
-};
-
-void NoStats(const v1::GetStatsRequest& /*request*/,
-             v1::GetStatsResponse* /*response*/) {}
-
-void Serving(const grpc::health::v1::HealthCheckRequest& /*request*/,
-             grpc::health::v1::HealthCheckResponse* response) {
-  response->set_status(grpc::health::v1::HealthCheckResponse::SERVING);
-}
+const AsyncCall<HealthService, grpc::health::v1::HealthCheckRequest,
+                grpc::health::v1::HealthCheckResponse>::Handler kServing =
+    [](const grpc::health::v1::HealthCheckRequest& /*request*/,
+       grpc::health::v1::HealthCheckResponse* response) {
+      response->set_status(grpc::health::v1::HealthCheckResponse::SERVING);
+      return grpc::Status::OK;
+    };
 
 void Poll(AsyncService* service, HealthService* health,
           grpc::ServerCompletionQueue* cq, int depth) {
   for (int i = 0; i < depth; ++i) {
     AsyncCall<AsyncService, v1::ScheduleRequest, v1::ScheduleResponse>::Start(
-        service, cq, &AsyncService::RequestSchedule, &Answer);
+        service, cq, &AsyncService::RequestSchedule, &kAnswer);
   }
   AsyncCall<AsyncService, v1::GetStatsRequest, v1::GetStatsResponse>::Start(
-      service, cq, &AsyncService::RequestGetStats, &NoStats);
+      service, cq, &AsyncService::RequestGetStats, &kNoStats);
   AsyncCall<HealthService, grpc::health::v1::HealthCheckRequest,
             grpc::health::v1::HealthCheckResponse>::
-      Start(health, cq, &HealthService::RequestCheck, &Serving);
-  void* tag = nullptr;
-  bool ok = false;
-  while (cq->Next(&tag, &ok)) static_cast<Event*>(tag)->Proceed(ok);
+      Start(health, cq, &HealthService::RequestCheck, &kServing);
+  PollEvents(cq);
 }
 
 int Usage() {
