@@ -21,6 +21,9 @@
 #                 server models (not in the default set); unary-async
 #                 polls 2 completion queues, each with its own thread,
 #                 unary-async-N polls N;
+#   async-store   async_schedule: delayd's JobService over RocksDB
+#                 (--sync=none), answering Schedule inline on one
+#                 completion queue thread (not in the default set);
 #   redis-always, redis-everysec   Redis, appendfsync always / everysec;
 #   bean-f0, bean-f50              beanstalkd, binlog fsync -f0 / -f50;
 # each a fresh server in a fresh dir under DATA_ROOT, loaded for
@@ -55,6 +58,7 @@ DELAYD=$build/server/delayd
 BENCH=$build/bench/delayd-bench/delayd-bench
 FLOOR=$build/bench/floor/floor_server
 UNARY=$build/bench/floor/floor_unary
+ASYNC=$build/bench/single/async_schedule
 OUT=$build/single
 mkdir -p "$OUT"
 DQ=$OUT/dqbench
@@ -95,6 +99,9 @@ run() {
       LD_PRELOAD=$JEMALLOC "$UNARY" "127.0.0.1:$port" --model="$model" \
         --threads="$threads" >"$dir/log" 2>&1 &
       server=$! ;;
+    async-store)
+      LD_PRELOAD=$JEMALLOC "$ASYNC" "127.0.0.1:$port" "$dir/data" >"$dir/log" 2>&1 &
+      server=$! ;;
     delayd-* | stream-* | lib-* | batch64-*)
       "$DELAYD" --listen="127.0.0.1:$port" --http-listen=127.0.0.1:0 \
         --data-dir="$dir/data" --sync="${config#*-}" >"$dir/log" 2>&1 &
@@ -116,7 +123,7 @@ run() {
   local stream=()
   [[ $config == stream-* ]] && stream=(--stream "$STREAM_WINDOW")
   case $config in
-    floor | unary-* | delayd-* | stream-*)
+    floor | unary-* | async-store | delayd-* | stream-*)
       "$BENCH" waitready --target "127.0.0.1:$port" --expect 0 --timeout 60 >/dev/null
       j0=$(jiffies "$server")
       "$BENCH" load --target "127.0.0.1:$port" --topic single --jobs 100000000 \
