@@ -24,6 +24,10 @@
 #   async-store   async_schedule: delayd's JobService over RocksDB
 #                 (--sync=none), answering Schedule inline on one
 #                 completion queue thread (not in the default set);
+#   async-batch   the same, the Schedules that came together answered
+#                 with one JobService::Stream (not in the default set);
+#                 async-batch-always, with --sync=always: one fsync for
+#                 the calls that came together;
 #   redis-always, redis-everysec   Redis, appendfsync always / everysec;
 #   bean-f0, bean-f50              beanstalkd, binlog fsync -f0 / -f50;
 # each a fresh server in a fresh dir under DATA_ROOT, loaded for
@@ -99,8 +103,12 @@ run() {
       LD_PRELOAD=$JEMALLOC "$UNARY" "127.0.0.1:$port" --model="$model" \
         --threads="$threads" >"$dir/log" 2>&1 &
       server=$! ;;
-    async-store)
-      LD_PRELOAD=$JEMALLOC "$ASYNC" "127.0.0.1:$port" "$dir/data" >"$dir/log" 2>&1 &
+    async-store | async-batch | async-batch-always)
+      local batch=()
+      [[ $config == async-batch* ]] && batch=(--batch)
+      [[ $config == async-batch-always ]] && batch+=(--sync=always)
+      LD_PRELOAD=$JEMALLOC "$ASYNC" "127.0.0.1:$port" "$dir/data" "${batch[@]}" \
+        >"$dir/log" 2>&1 &
       server=$! ;;
     delayd-* | stream-* | lib-* | batch64-*)
       "$DELAYD" --listen="127.0.0.1:$port" --http-listen=127.0.0.1:0 \
@@ -123,7 +131,7 @@ run() {
   local stream=()
   [[ $config == stream-* ]] && stream=(--stream "$STREAM_WINDOW")
   case $config in
-    floor | unary-* | async-store | delayd-* | stream-*)
+    floor | unary-* | async-* | delayd-* | stream-*)
       "$BENCH" waitready --target "127.0.0.1:$port" --expect 0 --timeout 60 >/dev/null
       j0=$(jiffies "$server")
       "$BENCH" load --target "127.0.0.1:$port" --topic single --jobs 100000000 \
