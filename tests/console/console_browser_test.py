@@ -43,9 +43,9 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 SKIP = 77
 WAIT = 10  # seconds, every wait for the page
-# Seconds for Chromium or chromedriver to listen. A first start on a fresh
-# machine, with a cold page cache and ctest's other tests on both cores, took
-# 5.7 s here and more than 10 s in CI.
+# Seconds for Chromium or chromedriver to listen. A start with a cold page
+# cache and six busy loops on the two cores took 5.7 s here; CI once gave up
+# on Chromium after 10 s.
 START_WAIT = 60
 HERE = os.path.dirname(os.path.abspath(__file__))
 XSS = "<script>alert(1)</script>"
