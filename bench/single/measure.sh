@@ -43,8 +43,8 @@
 #
 #   bench/single/measure.sh [BUILD_DIR]    (default build)
 #
-# BUILD_DIR holds delayd, delayd-bench and floor_server (a build with
-# benchmarks, the default). dqbench is built into BUILD_DIR/single from
+# BUILD_DIR holds delayd, delayd-bench, floor_server, floor_unary and
+# async_schedule (a build with benchmarks, the default). dqbench is built into BUILD_DIR/single from
 # ../shared/peers. Needs redis-server, beanstalkd and libhiredis-dev.
 set -euo pipefail
 
