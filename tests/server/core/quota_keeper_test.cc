@@ -4,6 +4,8 @@
 // RESOURCE_EXHAUSTED naming the quota, taking nothing.
 #include "server/core/quota_keeper.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <memory>
 #include <string>
@@ -25,8 +27,12 @@ using ::testing::HasSubstr;
 class QuotaKeeperTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string path =
-        absl::StrCat(::testing::TempDir(), "/quota_keeper_test_auth.txt");
+    // A file of this process's own: ctest runs each test of this file as a
+    // process of its own, two at a time, and a shared path let one read the
+    // file half rewritten by another (no subscriptions quota, so the third
+    // subscription was admitted).
+    const std::string path = absl::StrCat(
+        ::testing::TempDir(), "/quota_keeper_test_auth.", getpid(), ".txt");
     std::ofstream(path) << "principal limited\n"
                         << "  token sha256:" << auth::Sha256Hex("limited")
                         << "\n"
