@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "grpcpp/support/sync_stream.h"
@@ -9,15 +10,44 @@
 namespace delayd::client {
 
 // One call's request, from Call to its answer.
+//
+// Its caller sleeps on the pending's own mutex, not on the pipe's: the
+// reader wakes the callers of a message after letting the pipe's mutex go,
+// and a caller woken by its answer returns without taking that mutex again.
+// (Woken through the pipe's mutex, each caller of a message queued for the
+// lock behind the reader and was woken a second time.)
 struct SchedulePipe::Pending {
+  // Why its caller was woken. kDone stays: a kWrite after it is dropped.
+  enum Reason { kNone = 0, kWrite = 1, kDone = 2 };
+
+  void Wake(Reason why) {
+    absl::MutexLock lock(&wake_mu);
+    wake = std::max(wake, why);
+  }
+  // Waits for a reason, or until `deadline` (kNone); takes a kWrite, so
+  // that the next one wakes it again.
+  Reason Await(absl::Time deadline) {
+    absl::MutexLock lock(&wake_mu);
+    wake_mu.AwaitWithDeadline(absl::Condition(this, &Pending::Woken), deadline);
+    const Reason why = wake;
+    if (why == kWrite) wake = kNone;
+    return why;
+  }
+  bool Woken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(wake_mu) {
+    return wake != kNone;
+  }
+
   v1::StreamRequest request;
   absl::Time queued_at;
+  // Set before `done`, under the pipe's mu_, by whoever ends the call; its
+  // caller reads them once it saw `done` under mu_ or was woken with kDone.
   v1::StreamAnswer answer;
   grpc::Status status;  // not OK: failed with no answer
-  bool queued = true;   // in queued_, not yet written
-  bool done = false;
-  // Signalled when done, and when its caller is to take over the writing.
-  absl::CondVar cv;
+  bool queued = true;   // in queued_, not yet written (mu_)
+  bool done = false;    // answer or status set (mu_)
+
+  absl::Mutex wake_mu;
+  Reason wake ABSL_GUARDED_BY(wake_mu) = kNone;
 };
 
 // One ScheduleStream and its reader thread.
@@ -64,24 +94,35 @@ grpc::Status SchedulePipe::Call(v1::StreamRequest request, absl::Time deadline,
   }
   auto p = std::make_shared<Pending>();
   p->request = std::move(request);
-  absl::MutexLock lock(&mu_);
+  mu_.Lock();
   p->queued_at = absl::Now();
   queued_.push_back(p);
-  while (!p->done) {
+  while (true) {
+    if (p->done) {
+      mu_.Unlock();
+      break;
+    }
     if (p->queued && !writing_) {
       writing_ = true;
       Write(p);
       continue;
     }
-    if (p->cv.WaitWithDeadline(&mu_, deadline) && !p->done &&
-        absl::Now() >= deadline) {
+    mu_.Unlock();
+    const Pending::Reason why = p->Await(deadline);
+    if (why == Pending::kDone) break;
+    mu_.Lock();
+    if (why == Pending::kNone && !p->done) {  // the deadline passed
       if (p->queued) {
         // Never written: never applied.
         queued_.erase(std::find(queued_.begin(), queued_.end(), p));
-        if (!writing_ && !queued_.empty()) queued_.front()->cv.Signal();
+        if (!writing_ && !queued_.empty()) {
+          queued_.front()->Wake(Pending::kWrite);
+        }
+        mu_.Unlock();
         return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                             "Deadline Exceeded (before the request was sent)");
       }
+      mu_.Unlock();
       // Written: its answer, when it comes, goes nowhere.
       return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                           "Deadline Exceeded");
@@ -122,7 +163,7 @@ void SchedulePipe::Write(const std::shared_ptr<Pending>& own) {
         p->status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                  "not connected to the server");
         p->done = true;
-        p->cv.Signal();
+        p->Wake(Pending::kDone);
       }
       continue;
     }
@@ -144,7 +185,7 @@ void SchedulePipe::Write(const std::shared_ptr<Pending>& own) {
     if (!ok) s->broken = true;
   }
   writing_ = false;
-  if (!queued_.empty()) queued_.front()->cv.Signal();  // the next writer
+  if (!queued_.empty()) queued_.front()->Wake(Pending::kWrite);  // next writer
 }
 
 std::shared_ptr<SchedulePipe::Stream> SchedulePipe::OpenLocked() {
@@ -175,19 +216,26 @@ std::shared_ptr<SchedulePipe::Stream> SchedulePipe::OpenLocked() {
 void SchedulePipe::Read(Stream* s) {
   v1::ScheduleStreamResponse message;
   bool extra = false;  // more answers than requests: the stream is unusable
+  std::vector<std::shared_ptr<Pending>> answered;
   while (!extra && s->rw->Read(&message)) {
-    absl::MutexLock lock(&mu_);
-    for (v1::StreamAnswer& a : *message.mutable_answers()) {
-      if (s->sent.empty()) {
-        extra = true;
-        break;
+    {
+      absl::MutexLock lock(&mu_);
+      for (v1::StreamAnswer& a : *message.mutable_answers()) {
+        if (s->sent.empty()) {
+          extra = true;
+          break;
+        }
+        std::shared_ptr<Pending> p = std::move(s->sent.front());
+        s->sent.pop_front();
+        p->answer = std::move(a);
+        p->done = true;
+        answered.push_back(std::move(p));
       }
-      std::shared_ptr<Pending> p = std::move(s->sent.front());
-      s->sent.pop_front();
-      p->answer = std::move(a);
-      p->done = true;
-      p->cv.Signal();
     }
+    for (const std::shared_ptr<Pending>& p : answered) {
+      p->Wake(Pending::kDone);
+    }
+    answered.clear();
   }
   {
     absl::MutexLock lock(&mu_);
@@ -214,7 +262,7 @@ void SchedulePipe::Read(Stream* s) {
   for (const std::shared_ptr<Pending>& p : s->sent) {
     p->status = status;
     p->done = true;
-    p->cv.Signal();
+    p->Wake(Pending::kDone);
   }
   s->sent.clear();
   s->finished = true;
