@@ -14,8 +14,8 @@ namespace delayd::client {
 // Its caller sleeps on the pending's own mutex, not on the pipe's: the
 // reader wakes the callers of a message after letting the pipe's mutex go,
 // and a caller woken by its answer returns without taking that mutex again.
-// (Woken through the pipe's mutex, each caller of a message queued for the
-// lock behind the reader and was woken a second time.)
+// (Woken through the pipe's mutex, a caller had to take it again, likely
+// still held by the reader or by a caller woken before it: a second sleep.)
 struct SchedulePipe::Pending {
   // Why its caller was woken. kDone stays: a kWrite after it is dropped.
   enum Reason { kNone = 0, kWrite = 1, kDone = 2 };
