@@ -21,7 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <memory>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
