@@ -59,8 +59,15 @@ class DelayQueueService final : public v1::DelayQueue::CallbackService {
 
  private:
   // Threads of the lease-transition and read pools: these calls do not
-  // wait for an fsync, so a few threads keep up.
-  static constexpr int kLeaseThreads = 4;
+  // wait for an fsync, so a few threads keep up. Two lease threads, not
+  // four: in a herd the acks of four subscribers came on four threads at
+  // once, and on two cores each more thread writing the memtables beside
+  // the delivery and fire threads cost more than it added (a herd of 300k
+  // drained faster with one or two in each of 9 alternated pairs;
+  // BENCHMARKS.md, "Issue 19: a lighter load generator, two lease threads,
+  // writers that block"). Two, so that one Ack waiting for a key lock does
+  // not hold up the rest.
+  static constexpr int kLeaseThreads = 2;
   static constexpr int kReadThreads = 4;
   // Which pool runs a call (see the class comment).
   enum class Pool { kWrites, kLeases, kReads };
