@@ -29,6 +29,16 @@ rocksdb::DBOptions MakeDbOptions(const RocksDbJobStore::Options& options) {
   // jobs/s), a wash when other processes compete for the CPU. Not
   // compatible with unordered_write, which we do not use.
   db.enable_pipelined_write = options.pipelined_write;
+  // A writer that queues behind RocksDB's write leader blocks at once
+  // instead of spinning and yielding for up to 100 us first (the default,
+  // tuned for many cores). On two cores shared with gRPC, the delivery
+  // threads and the load generator, that spinning takes CPU the leader and
+  // the rest need. Unary Schedule under --sync=always, 8 connections, four
+  // alternated rounds of 8 s: 5.2 -> 5.9k, 5.8 -> 6.7k, 4.4 -> 5.4k and
+  // 6.9 -> 6.4k calls/s; server CPU a call 220 -> 197, 205 -> 175,
+  // 212 -> 202 and 171 -> 181 us (BENCHMARKS.md, "Issue 19: a lighter load
+  // generator, two lease threads, writers that block").
+  db.enable_write_thread_adaptive_yield = false;
   // two_write_queues only pays off for WritePrepared transactions (commit
   // markers that skip the memtable); we have none.
   db.two_write_queues = false;
