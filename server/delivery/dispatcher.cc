@@ -82,15 +82,29 @@ void Dispatcher::UndoOrphans(const std::vector<size_t>& orphans,
 }
 
 void Dispatcher::Dispatch(const std::string& topic) {
+  auto round = rounds_.find(topic);
+  const size_t want = round == rounds_.end() ? kChunk : round->second;
   std::vector<uint64_t> slots;
   {
     absl::MutexLock lock(&state_->mu);
-    slots = state_->subscribers.Reserve(topic, kChunk);
+    slots = state_->subscribers.Reserve(topic, want);
   }
   if (slots.empty()) return;
   TopicTable& topics = d_.ledger->topics();
   const std::vector<std::string> ids = topics.PopReady(topic, slots.size());
   if (ids.size() == slots.size()) loop_->Kick(topic);  // there may be more
+  if (ids.size() < slots.size()) {
+    // The queue is empty: the next backlog starts small again.
+    if (round != rounds_.end()) rounds_.erase(round);
+  } else if (slots.size() == want) {
+    // A backlog, and credit for all of it: the next round takes more.
+    const size_t next = std::min(kMaxRound, 2 * want);
+    if (round == rounds_.end()) {
+      rounds_.emplace(topic, next);
+    } else {
+      round->second = next;
+    }
+  }  // else credit bound this round: the next asks for as much again.
   std::vector<uint64_t> hashes;
   std::vector<storage::JobKeyView> keys;
   for (const std::string& id : ids) {

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "delayd/v1/delayd.pb.h"
 #include "server/delivery/delivery_state.h"
 #include "server/delivery/work_loop.h"
@@ -34,8 +35,16 @@ namespace delayd::server {
 class Dispatcher {
  public:
   // Jobs taken off a ready queue per round: one store read and one write
-  // each. Other topics and tasks get their turn between rounds.
+  // each. Other topics and tasks get their turn between rounds. A topic's
+  // first round takes at most kChunk, so the first jobs of a herd leave
+  // within milliseconds; while its queue holds more than a round takes (a
+  // backlog), each round takes twice the last, up to kMaxRound, and the
+  // first round that empties the queue sets it back to kChunk. Bigger
+  // rounds cost less per job: fewer store writes, stream messages and Ack
+  // calls (BENCHMARKS.md, "Issue 19: a lighter load generator, two lease
+  // threads, writers that block").
   static constexpr size_t kChunk = 256;
+  static constexpr size_t kMaxRound = 1024;
 
   // All must outlive it.
   Dispatcher(const DeliveryDeps& deps, DeliveryState* state, WorkLoop* loop)
@@ -69,6 +78,9 @@ class Dispatcher {
   const DeliveryDeps d_;
   DeliveryState* const state_;
   WorkLoop* const loop_;
+  // The next round's size of each topic with a backlog (absent: kChunk).
+  // Only the WorkLoop's thread touches it.
+  absl::flat_hash_map<std::string, size_t> rounds_;
 };
 
 }  // namespace delayd::server

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "server/core/fire_path.h"
 #include "server/delivery/ack_token.h"
+#include "server/delivery/dispatcher.h"
 #include "tests/server/delivery/deliverer_test_util.h"
 
 namespace delayd::server::testing {
@@ -170,6 +171,35 @@ TEST_F(DelivererTest, ReadyJobsGoToEachSinkInOneSendAndALoneOneAlone) {
   std::vector<size_t> sends = a.sink->sends();
   for (size_t n : b.sink->sends()) sends.push_back(n);
   EXPECT_THAT(sends, ::testing::UnorderedElementsAre(10, 10, 1));
+}
+
+// A backlog goes out in rounds that double, from Dispatcher::kChunk up to
+// kMaxRound; the round that empties the queue sets the next backlog back
+// to kChunk, so that its first jobs leave as soon as before.
+TEST_F(DelivererTest, ABacklogGoesInGrowingRoundsAndTheNextStartsSmall) {
+  constexpr size_t kFirst = Dispatcher::kChunk;
+  constexpr size_t kMax = Dispatcher::kMaxRound;
+  static_assert(kMax == 4 * kFirst);
+  service().Start();
+  const size_t backlog = kFirst + 2 * kFirst + kMax + kMax + 100;
+  for (size_t i = 0; i < backlog; ++i) {
+    MustSchedule("t", absl::StrCat("j", i), 0);
+  }
+  ASSERT_TRUE(WaitForReady("t", static_cast<int64_t>(backlog)));
+  Sub sub = Subscribe("t", 10000);
+  ASSERT_TRUE(sub.sink->WaitFor(backlog));
+  EXPECT_THAT(sub.sink->sends(),
+              ElementsAre(kFirst, 2 * kFirst, kMax, kMax, 100));
+  // The next backlog, readied at once at its due time, starts at kChunk.
+  for (size_t i = 0; i < kFirst + 10; ++i) {
+    MustSchedule("t", absl::StrCat("k", i), 1000);
+  }
+  Quiesce();
+  clock_.SetMs(kStartMs + 1000);
+  ASSERT_TRUE(sub.sink->WaitFor(backlog + kFirst + 10));
+  EXPECT_THAT(sub.sink->sends(),
+              ElementsAre(kFirst, 2 * kFirst, kMax, kMax, 100, kFirst, 10));
+  EXPECT_EQ(Counts("t").in_flight, static_cast<int64_t>(backlog + kFirst + 10));
 }
 
 // A herd (many jobs due at one millisecond) is readied in chunks: the first
