@@ -164,8 +164,9 @@ void FirePath::FireMillisecond(int64_t ms,
   absl::flat_hash_set<uint64_t> tags;
   tags.reserve(entries.size());
   for (const timer::TimerEntry& e : entries) tags.insert(e.tag);
-  // Tags whose jobs have been dealt with (readied, or found not due).
-  absl::flat_hash_set<uint64_t> handled;
+  // Tags whose jobs have been dealt with (readied, or found not due); made
+  // a set only when a chunk fails.
+  std::vector<uint64_t> handled;
   std::vector<JobKey> chunk;  // in due-index order
   chunk.reserve(std::min(tags.size(), kChunk));
   absl::Status failed;
@@ -209,7 +210,7 @@ void FirePath::FireMillisecond(int64_t ms,
     for (const JobKey& key : due) {
       if (d_.ledger->Due(key.topic, key.id)) ++readied[key.topic];
     }
-    handled.insert(hashes.begin(), hashes.end());
+    handled.insert(handled.end(), hashes.begin(), hashes.end());
     for (const auto& [topic, n] : readied) {
       d_.ledger->CountFired(topic, n);
       d_.deliverer->Kick(topic);
@@ -237,8 +238,9 @@ void FirePath::FireMillisecond(int64_t ms,
   if (retries_.empty()) {
     d_.scheduler->Add(d_.clock->NowMs() + kRetryMs, kFireRetryTag);
   }
+  const absl::flat_hash_set<uint64_t> done(handled.begin(), handled.end());
   for (const timer::TimerEntry& e : entries) {
-    if (!handled.contains(e.tag)) retries_.push_back(e);
+    if (!done.contains(e.tag)) retries_.push_back(e);
   }
 }
 

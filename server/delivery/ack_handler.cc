@@ -78,12 +78,18 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
   std::vector<size_t> candidates;
   std::vector<size_t> duplicate_of(n, n);
   std::vector<uint64_t> hashes;
+  first_of.reserve(n);
+  candidates.reserve(n);
+  hashes.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     v1::AckResult* result = response.add_results();
     result->set_ack_token(req.ack_tokens(i));
-    const std::string field = absl::StrCat("ack_tokens[", i, "]");
-    absl::StatusOr<AckToken> token =
-        Decode(field, req.ack_tokens(i), *d_.limits);
+    // The field is named only in an error: decoded again to name it.
+    absl::StatusOr<AckToken> token = Decode("", req.ack_tokens(i), *d_.limits);
+    if (!token.ok()) {
+      token = Decode(absl::StrCat("ack_tokens[", i, "]"), req.ack_tokens(i),
+                     *d_.limits);
+    }
     if (!token.ok()) {
       result->set_code(static_cast<int>(token.status().code()));
       result->set_message(std::string(token.status().message()));
@@ -103,10 +109,15 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
   std::vector<size_t> acked;
   std::vector<bool> was_live;
   std::vector<int64_t> payload_bytes;  // of each acked job
+  acked.reserve(candidates.size());
+  was_live.reserve(candidates.size());
+  payload_bytes.reserve(candidates.size());
   {
     KeyLocks::Guard guard(*d_.locks, hashes);
     std::vector<size_t> leased;  // tokens of current leases
     std::vector<Mutation> mutations;
+    leased.reserve(candidates.size());
+    mutations.reserve(candidates.size());
     {
       absl::MutexLock lock(&state_->mu);
       for (size_t i : candidates) {
@@ -167,10 +178,11 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
     }
     std::vector<std::string> kick;
     {
+      std::vector<JobKey> ended;
+      ended.reserve(acked.size());
+      for (size_t i : acked) ended.push_back({tokens[i]->topic, tokens[i]->id});
       absl::MutexLock lock(&state_->mu);
-      for (size_t i : acked) {
-        state_->EndLeaseLocked(JobKey{tokens[i]->topic, tokens[i]->id}, kick);
-      }
+      state_->EndLeasesLocked(ended, kick);
     }
     for (size_t k = 0; k < acked.size(); ++k) {
       d_.ledger->Apply(JobLedger::Of(

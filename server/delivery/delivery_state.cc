@@ -12,15 +12,34 @@ void DeliveryState::StartLeaseLocked(const JobKey& key,
   if (lease.subscriber != 0) subscribers.AttachLease(lease.subscriber, key);
 }
 
-void DeliveryState::EndLeaseLocked(const JobKey& key,
-                                   std::vector<std::string>& kick) {
+bool DeliveryState::EndOneLocked(const JobKey& key,
+                                 std::vector<std::string>& kick) {
   const std::optional<LeaseTable::Lease> lease = leases.Remove(key);
-  if (!lease.has_value()) return;
-  if (!lease->canceled) topics_->AddInFlight(key.topic, -1);
+  if (!lease.has_value()) return false;
   if (lease->subscriber != 0 &&
-      subscribers.DetachLease(lease->subscriber, key)) {
+      subscribers.DetachLease(lease->subscriber, key) &&
+      (kick.empty() || kick.back() != key.topic)) {
     kick.push_back(key.topic);
   }
+  return !lease->canceled;
+}
+
+void DeliveryState::EndLeaseLocked(const JobKey& key,
+                                   std::vector<std::string>& kick) {
+  if (EndOneLocked(key, kick)) topics_->AddInFlight(key.topic, -1);
+}
+
+void DeliveryState::EndLeasesLocked(std::span<const JobKey> keys,
+                                    std::vector<std::string>& kick) {
+  int64_t ended = 0;  // of keys[i - 1]'s topic
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i > 0 && keys[i].topic != keys[i - 1].topic && ended > 0) {
+      topics_->AddInFlight(keys[i - 1].topic, -ended);
+      ended = 0;
+    }
+    if (EndOneLocked(keys[i], kick)) ++ended;
+  }
+  if (ended > 0) topics_->AddInFlight(keys.back().topic, -ended);
 }
 
 void DeliveryState::OverlayLeaseLocked(storage::JobRecord& record) const {

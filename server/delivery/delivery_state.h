@@ -9,6 +9,7 @@
 #ifndef DELAYD_SERVER_DELIVERY_DELIVERY_STATE_H_
 #define DELAYD_SERVER_DELIVERY_DELIVERY_STATE_H_
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,12 @@ class DeliveryState {
   // REQUIRES: the key's lock held.
   void EndLeaseLocked(const JobKey& key, std::vector<std::string>& kick)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // EndLeaseLocked of each key, with one change of the in-flight count per
+  // run of keys of one topic (an Ack's tokens are mostly of one topic).
+  // REQUIRES: the keys' locks held.
+  void EndLeasesLocked(std::span<const JobKey> keys,
+                       std::vector<std::string>& kick)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // Shows `record`, as read from the store, as its current lease makes it:
   // IN_FLIGHT, with the lease's attempt, start (updated_at), nonce and
@@ -68,6 +75,10 @@ class DeliveryState {
       ABSL_SHARED_LOCKS_REQUIRED(mu);
 
  private:
+  // Ends the key's lease; returns whether it counted as in flight.
+  bool EndOneLocked(const JobKey& key, std::vector<std::string>& kick)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
   TopicTable* const topics_;
 };
 

@@ -107,6 +107,8 @@ void Dispatcher::Dispatch(const std::string& topic) {
   }  // else credit bound this round: the next asks for as much again.
   std::vector<uint64_t> hashes;
   std::vector<storage::JobKeyView> keys;
+  hashes.reserve(ids.size());
+  keys.reserve(ids.size());
   for (const std::string& id : ids) {
     hashes.push_back(KeyHash(topic, id));
     keys.push_back({topic, id});
@@ -116,6 +118,7 @@ void Dispatcher::Dispatch(const std::string& topic) {
     v1::Delivery delivery;
   };
   std::vector<Send> sends;
+  sends.reserve(ids.size());
   bool backoff = false;
   {
     KeyLocks::Guard guard(*d_.locks, hashes);
@@ -135,6 +138,11 @@ void Dispatcher::Dispatch(const std::string& topic) {
     std::vector<Prior> priors;      // of the leases
     std::vector<Mutation> dead;
     std::vector<v1::JobState> dead_before;
+    picked.reserve(ids.size());
+    before.reserve(ids.size());
+    mutations.reserve(ids.size());
+    leased.reserve(ids.size());
+    priors.reserve(ids.size());
     if (stored.ok()) {
       absl::MutexLock lock(&state_->mu);
       for (size_t i = 0; i < ids.size(); ++i) {
