@@ -66,6 +66,33 @@ TEST_F(DelivererTest, AckDeletesTheJobAndFreesCredit) {
   EXPECT_EQ(due_entries, 0);
 }
 
+// One Ack's tokens, of two topics in turn: each topic's in-flight count
+// drops by its own acked jobs, and each topic's subscriber gets its credit
+// back (its next job goes out).
+TEST_F(DelivererTest, AnAckOfTwoTopicsInTurnEndsEachTopicsLeases) {
+  service().Start();
+  Sub a = Subscribe("a", 2);
+  Sub b = Subscribe("b", 3);
+  for (int i = 0; i < 3; ++i) MustSchedule("a", absl::StrCat("a", i), 0);
+  for (int i = 0; i < 4; ++i) MustSchedule("b", absl::StrCat("b", i), 0);
+  ASSERT_TRUE(a.sink->WaitFor(2));
+  ASSERT_TRUE(b.sink->WaitFor(3));
+  Quiesce();
+  ASSERT_EQ(Counts("a").in_flight, 2);
+  ASSERT_EQ(Counts("b").in_flight, 3);
+  EXPECT_THAT(AckCodes({a.sink->at(0).ack_token(), b.sink->at(0).ack_token(),
+                        a.sink->at(1).ack_token(), b.sink->at(1).ack_token(),
+                        b.sink->at(2).ack_token(), a.sink->at(1).ack_token()}),
+              ::testing::Each(absl::StatusCode::kOk));
+  ASSERT_TRUE(a.sink->WaitFor(3));
+  ASSERT_TRUE(b.sink->WaitFor(4));
+  Quiesce();
+  EXPECT_EQ(Counts("a").in_flight, 1);
+  EXPECT_EQ(Counts("b").in_flight, 1);
+  EXPECT_EQ(Counts("a").live, 1);
+  EXPECT_EQ(Counts("b").live, 1);
+}
+
 TEST_F(DelivererTest, AckAnswersEachTokenOnItsOwn) {
   service().Start();
   Sub sub = Subscribe("t");
