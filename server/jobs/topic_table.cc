@@ -43,11 +43,17 @@ void TopicTable::AddSubscribers(absl::string_view topic, int64_t delta) {
   GetLocked(topic).counts.subscribers += delta;
 }
 
+bool TopicTable::IsLiveEntry(const Topic& t, const std::string& entry) {
+  auto it = t.ready_set.find(absl::string_view(entry));
+  return it != t.ready_set.end() && it->data() == entry.data();
+}
+
 bool TopicTable::PushReady(absl::string_view topic, absl::string_view id) {
   absl::MutexLock lock(&mu_);
   Topic& t = GetLocked(topic);
-  if (!t.ready_set.emplace(id).second) return false;
-  t.ready_order.emplace_back(id);
+  if (t.ready_set.contains(id)) return false;
+  const std::string& entry = t.ready_order.emplace_back(id);
+  t.ready_set.insert(absl::string_view(entry));
   ++t.counts.ready;
   return true;
 }
@@ -60,8 +66,7 @@ bool TopicTable::RemoveReady(absl::string_view topic, absl::string_view id) {
   if (t.ready_set.erase(id) == 0) return false;
   --t.counts.ready;
   // Trim removed ids off the front so the queue does not grow without bound.
-  while (!t.ready_order.empty() &&
-         !t.ready_set.contains(t.ready_order.front())) {
+  while (!t.ready_order.empty() && !IsLiveEntry(t, t.ready_order.front())) {
     t.ready_order.pop_front();
   }
   return true;
@@ -74,13 +79,17 @@ std::vector<std::string> TopicTable::PopReady(absl::string_view topic,
   auto it = topics_.find(topic);
   if (it == topics_.end()) return out;
   Topic& t = it->second;
+  out.reserve(std::min<size_t>(max, t.ready_set.size()));
   while (out.size() < max && !t.ready_order.empty()) {
-    std::string id = std::move(t.ready_order.front());
+    std::string& entry = t.ready_order.front();
+    // Entries removed (or queued again further back) are skipped.
+    if (IsLiveEntry(t, entry)) {
+      // The view goes before the entry it points to.
+      t.ready_set.erase(absl::string_view(entry));
+      --t.counts.ready;
+      out.push_back(std::move(entry));
+    }
     t.ready_order.pop_front();
-    // Ids removed (or popped) earlier may linger in the order: skip them.
-    if (t.ready_set.erase(id) == 0) continue;
-    --t.counts.ready;
-    out.push_back(std::move(id));
   }
   return out;
 }

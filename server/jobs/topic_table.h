@@ -78,12 +78,19 @@ class TopicTable {
  private:
   struct Topic {
     Counts counts;
-    // Ready ids in due order; ids removed from ready_set are skipped (and
-    // dropped) when they reach the front.
+    // Ready ids in due order. Each id is stored once, here; ready_set views
+    // the queued entry of each ready id. An entry no view points to (its id
+    // was removed, or removed and queued again further back) is skipped,
+    // and dropped, when it reaches the front. A deque never moves its
+    // elements when it grows or shrinks at its ends, so the views stay
+    // valid.
     std::deque<std::string> ready_order;
-    absl::flat_hash_set<std::string> ready_set;
+    absl::flat_hash_set<absl::string_view> ready_set;
   };
   Topic& GetLocked(absl::string_view topic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `entry`, an entry of t.ready_order, is the one its id's view
+  // points to (the id is ready, and queued there).
+  static bool IsLiveEntry(const Topic& t, const std::string& entry);
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Topic> topics_ ABSL_GUARDED_BY(mu_);
