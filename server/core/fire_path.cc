@@ -8,7 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "server/base/log.h"
 #include "server/jobs/job_key.h"
@@ -206,15 +205,24 @@ void FirePath::FireMillisecond(int64_t ms,
         });
     if (!scan.ok()) return scan;
     if (!parents.empty()) d_.occurrences->Enqueue(ms, std::move(parents));
-    absl::flat_hash_map<std::string, int64_t> readied;
-    for (const JobKey& key : due) {
-      if (d_.ledger->Due(key.topic, key.id)) ++readied[key.topic];
+    // A run of one topic's jobs (the index is in topic order within the
+    // millisecond) becomes ready in one batch.
+    std::vector<absl::string_view> ids;
+    for (size_t begin = 0; begin < due.size();) {
+      const std::string& topic = due[begin].topic;
+      ids.clear();
+      size_t end = begin;
+      for (; end < due.size() && due[end].topic == topic; ++end) {
+        ids.push_back(due[end].id);
+      }
+      const int64_t n = d_.ledger->DueBatch(topic, ids);
+      if (n > 0) {
+        d_.ledger->CountFired(topic, n);
+        d_.deliverer->Kick(topic);
+      }
+      begin = end;
     }
     handled.insert(handled.end(), hashes.begin(), hashes.end());
-    for (const auto& [topic, n] : readied) {
-      d_.ledger->CountFired(topic, n);
-      d_.deliverer->Kick(topic);
-    }
     return absl::OkStatus();
   };
   // Which jobs the fired tags name: the due index at `ms`, read without

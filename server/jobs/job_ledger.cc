@@ -1,5 +1,7 @@
 #include "server/jobs/job_ledger.h"
 
+#include <vector>
+
 #include "server/jobs/job_key.h"
 #include "storage/job_record.h"
 
@@ -77,8 +79,18 @@ bool JobLedger::Apply(const Change& c) {
 }
 
 bool JobLedger::Due(absl::string_view topic, absl::string_view id) {
-  timers_->Fired(KeyHash(topic, id), KeyCheck(topic, id));
-  return topics_->PushReady(topic, id);
+  return DueBatch(topic, std::span<const absl::string_view>(&id, 1)) == 1;
+}
+
+int64_t JobLedger::DueBatch(absl::string_view topic,
+                            std::span<const absl::string_view> ids) {
+  std::vector<JobTimers::Entry> fired;
+  fired.reserve(ids.size());
+  for (absl::string_view id : ids) {
+    fired.push_back({0, KeyHash(topic, id), KeyCheck(topic, id)});
+  }
+  timers_->FiredBatch(fired);
+  return topics_->PushReadyBatch(topic, ids);
 }
 
 void JobLedger::CountFired(absl::string_view topic, int64_t n) {

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "absl/strings/string_view.h"
 #include "delayd/v1/delayd.pb.h"
@@ -90,6 +91,10 @@ class JobLedger {
   // leaves the timers and joins the ready queue. Returns false when it was
   // queued already. Count the topic's fired jobs with CountFired.
   bool Due(absl::string_view topic, absl::string_view id);
+  // Due of each of a topic's ids, with one lock of the timers and one of
+  // the topic table. Returns how many were queued.
+  int64_t DueBatch(absl::string_view topic,
+                   std::span<const absl::string_view> ids);
   void CountFired(absl::string_view topic, int64_t n);
 
   TopicTable& topics() { return *topics_; }

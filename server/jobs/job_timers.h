@@ -56,6 +56,9 @@ class JobTimers {
   void Disarm(uint64_t hash, uint32_t check);
   // The key's timer has fired (its job is due): forget the handle.
   void Fired(uint64_t hash, uint32_t check);
+  // Fired of each key, under one lock (a herd's chunk). Each key's lock is
+  // held. Entry::due_ms is not read.
+  void FiredBatch(std::span<const Entry> entries);
   // Bulk Arm for recovery (no key has a timer yet).
   void ArmBatch(std::span<const Entry> entries);
 

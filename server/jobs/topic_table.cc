@@ -58,6 +58,21 @@ bool TopicTable::PushReady(absl::string_view topic, absl::string_view id) {
   return true;
 }
 
+int64_t TopicTable::PushReadyBatch(absl::string_view topic,
+                                   std::span<const absl::string_view> ids) {
+  absl::MutexLock lock(&mu_);
+  Topic& t = GetLocked(topic);
+  int64_t queued = 0;
+  for (absl::string_view id : ids) {
+    if (t.ready_set.contains(id)) continue;
+    const std::string& entry = t.ready_order.emplace_back(id);
+    t.ready_set.insert(absl::string_view(entry));
+    ++queued;
+  }
+  t.counts.ready += queued;
+  return queued;
+}
+
 bool TopicTable::RemoveReady(absl::string_view topic, absl::string_view id) {
   absl::MutexLock lock(&mu_);
   auto it = topics_.find(topic);

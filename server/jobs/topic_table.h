@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,10 @@ class TopicTable {
 
   // Queues a due job; false if it was already queued.
   bool PushReady(absl::string_view topic, absl::string_view id);
+  // PushReady of each of a topic's ids, in order, under one lock. Returns
+  // how many were queued.
+  int64_t PushReadyBatch(absl::string_view topic,
+                         std::span<const absl::string_view> ids);
   // Drops a job from the ready queue (canceled, moved); false if absent.
   bool RemoveReady(absl::string_view topic, absl::string_view id);
   // Takes up to `max` ready jobs off the front of the queue, in due order;

@@ -2,6 +2,10 @@
 // bookkeeping, from the record's state before and after it.
 #include "server/jobs/job_ledger.h"
 
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/jobs/job_key.h"
 #include "server/timer/fake_clock.h"
@@ -14,6 +18,7 @@ constexpr char kTopic[] = "orders";
 constexpr char kId[] = "o-1";
 
 using Cause = JobLedger::Cause;
+using ::testing::ElementsAre;
 
 class JobLedgerTest : public ::testing::Test {
  protected:
@@ -102,6 +107,28 @@ TEST_F(JobLedgerTest, ADueJobThatIsCanceledLeavesTheReadyQueue) {
   EXPECT_EQ(Counts().live, 0);
   EXPECT_EQ(Counts().canceled, 1);
   EXPECT_EQ(Count(&DeliveryMetrics::Topic::canceled), 1);
+}
+
+// A chunk of a herd: each job's timer is forgotten and each is queued once,
+// in order; one queued already is not counted.
+TEST_F(JobLedgerTest, DueBatchQueuesEachJobOnceInOrder) {
+  const std::vector<std::string> ids = {"b", "a", "c"};
+  for (const std::string& id : ids) {
+    JobLedger::Change c;
+    c.topic = kTopic;
+    c.id = id;
+    c.after = v1::JOB_STATE_SCHEDULED;
+    c.due_ms = kT0;
+    ledger_.Apply(c);
+  }
+  ASSERT_EQ(timers_.tracked(), 3u);
+  EXPECT_TRUE(ledger_.Due(kTopic, "a"));
+  EXPECT_EQ(timers_.tracked(), 2u);
+  const std::vector<absl::string_view> views(ids.begin(), ids.end());
+  EXPECT_EQ(ledger_.DueBatch(kTopic, views), 2);
+  EXPECT_EQ(timers_.tracked(), 0u);
+  EXPECT_EQ(Counts().ready, 3);
+  EXPECT_THAT(topics_.PopReady(kTopic, 10), ElementsAre("a", "b", "c"));
 }
 
 TEST_F(JobLedgerTest, TakingAJobForDeliveryChangesNothingHere) {
