@@ -37,6 +37,8 @@
 #                        the repo, else /work/shared/peers); only read
 #   BUILD_DIR=build-compare  BUILD_TYPE=RelWithDebInfo  DATA_ROOT=/var/tmp
 #   WRITE=1              0: do not touch BENCHMARKS.md (report to stdout)
+#   DELAYD_BINARY=       a delayd built elsewhere to measure instead of
+#                        $BUILD_DIR's (delayd-bench stays $BUILD_DIR's)
 #
 # It starts every server itself on 127.0.0.1 (free ports), each in a fresh
 # temp dir under DATA_ROOT, and stops only those processes, by PID — also on
@@ -278,7 +280,8 @@ build() {
   cmake -S "$REPO" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
     "${tests[@]}" "${launcher[@]}" >/dev/null
   cmake --build "$BUILD_DIR" -j2 --target delayd delayd-bench floor_server >/dev/null
-  DELAYD=$BUILD_DIR/server/delayd
+  # DELAYD_BINARY: another delayd to measure (an A/B of two builds in turn).
+  DELAYD=${DELAYD_BINARY:-$BUILD_DIR/server/delayd}
   BENCH=$BUILD_DIR/bench/delayd-bench/delayd-bench
   FLOOR=$BUILD_DIR/bench/floor/floor_server
   log "building the peers' dqbench from $PEERS_DIR"
