@@ -49,13 +49,7 @@ bool TopicTable::IsLiveEntry(const Topic& t, const std::string& entry) {
 }
 
 bool TopicTable::PushReady(absl::string_view topic, absl::string_view id) {
-  absl::MutexLock lock(&mu_);
-  Topic& t = GetLocked(topic);
-  if (t.ready_set.contains(id)) return false;
-  const std::string& entry = t.ready_order.emplace_back(id);
-  t.ready_set.insert(absl::string_view(entry));
-  ++t.counts.ready;
-  return true;
+  return PushReadyBatch(topic, std::span<const absl::string_view>(&id, 1)) == 1;
 }
 
 int64_t TopicTable::PushReadyBatch(absl::string_view topic,

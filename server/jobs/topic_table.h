@@ -87,8 +87,8 @@ class TopicTable {
     // the queued entry of each ready id. An entry no view points to (its id
     // was removed, or removed and queued again further back) is skipped,
     // and dropped, when it reaches the front. A deque never moves its
-    // elements when it grows or shrinks at its ends, so the views stay
-    // valid.
+    // elements when it grows or shrinks at its ends, nor when it is moved
+    // (as topics_ does when it grows), so the views stay valid.
     std::deque<std::string> ready_order;
     absl::flat_hash_set<absl::string_view> ready_set;
   };

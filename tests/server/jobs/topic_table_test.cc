@@ -97,5 +97,22 @@ TEST(TopicTableTest, ManyLongIdsKeepTheirOrder) {
   }
 }
 
+// The table of topics grows (and moves each topic's queue) while a topic
+// holds ready jobs: its views still find them.
+TEST(TopicTableTest, ReadyJobsSurviveTheTableOfTopicsGrowing) {
+  TopicTable table;
+  const std::string prefix(40, 'y');
+  for (int i = 0; i < 100; ++i) table.PushReady("t", absl::StrCat(prefix, i));
+  table.PushReady("t", "short");
+  for (int k = 0; k < 2000; ++k) table.AddLive(absl::StrCat("topic", k), 1, 0);
+  EXPECT_FALSE(table.PushReady("t", "short"));
+  EXPECT_TRUE(table.RemoveReady("t", absl::StrCat(prefix, 0)));
+  const std::vector<std::string> popped = table.PopReady("t", 1000);
+  ASSERT_EQ(popped.size(), 100u);
+  for (int i = 1; i < 100; ++i)
+    EXPECT_EQ(popped[i - 1], absl::StrCat(prefix, i));
+  EXPECT_EQ(popped.back(), "short");
+}
+
 }  // namespace
 }  // namespace delayd::server
