@@ -40,12 +40,6 @@ void JobTimers::Disarm(uint64_t hash, uint32_t check) {
   slots_.erase(it);
 }
 
-void JobTimers::Fired(uint64_t hash, uint32_t check) {
-  absl::MutexLock lock(&mu_);
-  auto it = slots_.find(hash);
-  if (it != slots_.end() && it->second.check == check) slots_.erase(it);
-}
-
 void JobTimers::FiredBatch(std::span<const Entry> entries) {
   absl::MutexLock lock(&mu_);
   // Each lookup is a cache miss in a large table: prefetch ahead, as

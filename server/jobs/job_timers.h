@@ -54,10 +54,9 @@ class JobTimers {
   void Arm(uint64_t hash, uint32_t check, int64_t due_ms);
   // Cancels the key's tracked timer, if any.
   void Disarm(uint64_t hash, uint32_t check);
-  // The key's timer has fired (its job is due): forget the handle.
-  void Fired(uint64_t hash, uint32_t check);
-  // Fired of each key, under one lock (a herd's chunk). Each key's lock is
-  // held. Entry::due_ms is not read.
+  // The keys' timers have fired (their jobs are due): forget the handles,
+  // under one lock (a herd's chunk). Each key's lock is held.
+  // Entry::due_ms is not read.
   void FiredBatch(std::span<const Entry> entries);
   // Bulk Arm for recovery (no key has a timer yet).
   void ArmBatch(std::span<const Entry> entries);
