@@ -440,7 +440,10 @@ absl::Status RocksDbJobStore::ScanIndex(rocksdb::ColumnFamilyHandle* cf,
   const std::string upper = EncodeDueTime(to_ms);
   const rocksdb::Slice lower_slice(lower);
   const rocksdb::Slice upper_slice(upper);
-  rocksdb::ReadOptions read = DueScanReadOptions();
+  // ClampDueMs(from_ms) < ClampDueMs(to_ms), both >= 0: no overflow.
+  const bool one_ms = ClampDueMs(to_ms) - ClampDueMs(from_ms) == 1;
+  rocksdb::ReadOptions read =
+      one_ms ? FireScanReadOptions() : DueScanReadOptions();
   read.iterate_lower_bound = &lower_slice;
   read.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, cf));

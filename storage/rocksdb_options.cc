@@ -184,4 +184,6 @@ rocksdb::ReadOptions DueScanReadOptions() {
   return read;
 }
 
+rocksdb::ReadOptions FireScanReadOptions() { return rocksdb::ReadOptions(); }
+
 }  // namespace delayd::storage
