@@ -231,7 +231,9 @@ void FirePath::FireMillisecond(int64_t ms,
       ms, ms + 1, [&](int64_t, std::string_view topic, std::string_view id) {
         if (!tags.contains(KeyHash(AsAbsl(topic), AsAbsl(id)))) return true;
         chunk.push_back({std::string(topic), std::string(id)});
-        if (chunk.size() < kChunk) return true;
+        if (chunk.size() < (handled.empty() ? kFirstChunk : kChunk)) {
+          return true;
+        }
         failed = fire_chunk();
         chunk.clear();
         return failed.ok();

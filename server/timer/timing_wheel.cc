@@ -326,6 +326,7 @@ std::vector<TimerEntry> TimingWheel::TakeAhead(
   const std::optional<uint32_t> slot = OpenFineSlot(due_ms);
   if (!slot) return out;
   SlotArray& v = slots_[*slot];
+  out.reserve(v.size());
   // Kept entries move down over the taken ones, keeping their order.
   size_t kept = 0;
   for (size_t k = 0; k < v.size(); ++k) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/core/fire_path.h"
 #include "tests/server/core/job_service_test_util.h"
 
 namespace delayd::server::testing {
@@ -200,6 +201,25 @@ TEST_F(JobServiceTest, AThousandJobsDueInOneMillisecondAllFire) {
   ASSERT_TRUE(WaitForReady("even", 500));
   ASSERT_TRUE(WaitForReady("odd", 500));
   EXPECT_EQ(service().timers_pending(), 0u);
+}
+
+// A herd's first chunk is small (kFirstChunk), so that delivery's first
+// round is: those jobs are ready while the rest of the millisecond is still
+// being read. Before, the first jobs waited for a whole chunk of kChunk.
+TEST_F(JobServiceTest, AHerdsFirstChunkIsReadiedAloneAndSmall) {
+  service().Start();
+  constexpr int kJobs = 1000;  // a batch's most; more than kFirstChunk
+  ASSERT_OK(service().ScheduleBatch(Crowd("herd", kJobs, 600)));
+  SettleAt(kStartMs + 599, kStartMs + 600);
+  std::atomic<int64_t> ready_then{-1};
+  // Before the scan visits the entry after the first chunk's last.
+  store_.StallScanDue([&](size_t index) {
+    if (index == FirePath::kFirstChunk) ready_then = Counts("herd").ready;
+  });
+  clock_.SetMs(kStartMs + 600);
+  ASSERT_TRUE(WaitForReady("herd", kJobs));
+  store_.StallScanDue(nullptr);
+  EXPECT_EQ(ready_then.load(), static_cast<int64_t>(FirePath::kFirstChunk));
 }
 
 // A crowd (200 jobs at one millisecond; crowds from 100 here) is taken out

@@ -186,20 +186,37 @@ TEST_F(DelivererTest, ABacklogGoesInGrowingRoundsAndTheNextStartsSmall) {
     MustSchedule("t", absl::StrCat("j", i), 0);
   }
   ASSERT_TRUE(WaitForReady("t", static_cast<int64_t>(backlog)));
-  Sub sub = Subscribe("t", 10000);
+  // Credit for the backlog and one more, so that the last round (100) is
+  // bound by the queue, not by credit.
+  Sub sub = Subscribe("t", static_cast<uint32_t>(backlog + 1));
   ASSERT_TRUE(sub.sink->WaitFor(backlog));
   EXPECT_THAT(sub.sink->sends(),
               ElementsAre(kFirst, 2 * kFirst, kMax, kMax, 100));
-  // The next backlog, readied at once at its due time, starts at kChunk.
-  for (size_t i = 0; i < kFirst + 10; ++i) {
+  // The next backlog falls due while the subscriber has credit for one
+  // job: that one goes alone. (The fire path readies a millisecond in
+  // chunks, the first one small, so credit holds the rest back until all
+  // of it is ready.) One Ack then frees credit for all of it at once: its
+  // rounds start at kChunk again.
+  const size_t next = kFirst + 10;
+  for (size_t i = 0; i < next; ++i) {
     MustSchedule("t", absl::StrCat("k", i), 1000);
   }
   Quiesce();
   clock_.SetMs(kStartMs + 1000);
-  ASSERT_TRUE(sub.sink->WaitFor(backlog + kFirst + 10));
+  ASSERT_TRUE(WaitForReady("t", static_cast<int64_t>(next - 1)));
+  Quiesce();
+  ASSERT_EQ(sub.sink->count(), backlog + 1);
+  std::vector<std::string> tokens;
+  for (size_t i = 0; i < 2 * next; ++i) {
+    tokens.push_back(sub.sink->at(i).ack_token());
+  }
+  EXPECT_THAT(AckCodes(std::move(tokens)),
+              ::testing::Each(absl::StatusCode::kOk));
+  ASSERT_TRUE(sub.sink->WaitFor(backlog + next));
   EXPECT_THAT(sub.sink->sends(),
-              ElementsAre(kFirst, 2 * kFirst, kMax, kMax, 100, kFirst, 10));
-  EXPECT_EQ(Counts("t").in_flight, static_cast<int64_t>(backlog + kFirst + 10));
+              ElementsAre(kFirst, 2 * kFirst, kMax, kMax, 100, 1, kFirst, 9));
+  EXPECT_EQ(Counts("t").in_flight,
+            static_cast<int64_t>(backlog + next - 2 * next));
 }
 
 // A herd (many jobs due at one millisecond) is readied in chunks: the first
