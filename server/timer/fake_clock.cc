@@ -11,19 +11,28 @@ class FakeClock::FakeWaiter final : public Clock::Waiter {
   void WaitUntil(int64_t deadline_ms) override {
     internal::MutexLock lock(&clock_->mu_);
     deadline_ms_ = deadline_ms;
-    auto it = clock_->blocked_.insert(deadline_ms);
+    clock_->blocked_.insert(this);
     ++clock_->waits_;
     const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(clock_->mu_) {
       return woken_ || clock_->now_ms_ >= deadline_ms_;
     };
     internal::Await(&clock_->mu_, ready);
-    clock_->blocked_.erase(it);
+    clock_->blocked_.erase(this);
     woken_ = false;
   }
 
   void Wake() override {
     internal::MutexLock lock(&clock_->mu_);
     woken_ = true;
+  }
+
+  // Whether this waiter's thread sleeps until `deadline_ms` and nothing has
+  // ended that sleep yet. The caller holds the clock's mutex (the analysis
+  // cannot tell that clock_->mu_ is the caller's mu_).
+  bool AsleepUntil(int64_t deadline_ms) const {
+    clock_->mu_.AssertHeld();
+    return deadline_ms_ == deadline_ms && !woken_ &&
+           clock_->now_ms_ < deadline_ms_;
   }
 
  private:
@@ -59,7 +68,10 @@ bool FakeClock::AwaitWaiter(int64_t deadline_ms, absl::Duration timeout) {
   return internal::AwaitWithTimeout(
       &mu_,
       [this, deadline_ms]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return blocked_.count(deadline_ms) != 0;
+        for (const FakeWaiter* w : blocked_) {
+          if (w->AsleepUntil(deadline_ms)) return true;
+        }
+        return false;
       },
       timeout);
 }

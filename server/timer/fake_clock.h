@@ -33,8 +33,9 @@ class FakeClock final : public Clock {
 
   // Blocks, for up to `timeout` of real time, until some thread is blocked in
   // WaitUntil(deadline_ms) (Clock::kNoDeadline for "until woken"). Lets a
-  // test know that a timer thread has gone to sleep and until when. Returns
-  // false on timeout.
+  // test know that a timer thread has gone to sleep and until when. A waiter
+  // already woken, or whose deadline has come, is not blocked any more, even
+  // if its thread has yet to run. Returns false on timeout.
   bool AwaitWaiter(int64_t deadline_ms, absl::Duration timeout);
 
   // Number of WaitUntil calls begun so far (to check for busy loops).
@@ -45,8 +46,8 @@ class FakeClock final : public Clock {
 
   mutable absl::Mutex mu_;
   int64_t now_ms_ ABSL_GUARDED_BY(mu_);
-  // Deadlines of the threads blocked in WaitUntil.
-  std::multiset<int64_t> blocked_ ABSL_GUARDED_BY(mu_);
+  // The waiters whose threads are in WaitUntil (woken or not).
+  std::set<const FakeWaiter*> blocked_ ABSL_GUARDED_BY(mu_);
   int64_t waits_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
