@@ -91,6 +91,15 @@ bool FirePath::Idle() {
   return !busy_ && queue_.empty();
 }
 
+bool FirePath::SettledForTesting() {
+  absl::MutexLock lock(&mu_);
+  const int64_t now = d_.clock->NowMs();
+  for (const std::vector<timer::TimerEntry>& batch : queue_) {
+    if (batch.empty() || batch.front().due_ms <= now) return false;
+  }
+  return !busy_ || awaiting_;
+}
+
 void FirePath::Loop() {
   while (true) {
     std::vector<timer::TimerEntry> batch;

@@ -109,6 +109,10 @@ class FirePath {
 
   // True when nothing is queued and the fire thread is not working.
   bool Idle();
+  // True when everything fired and due by the clock's now has been dealt
+  // with: no queued batch is due, and the fire thread is either not working
+  // or waiting for a crowd's later millisecond.
+  bool SettledForTesting();
 
  private:
   void Loop();

@@ -194,6 +194,9 @@ class JobService {
   bool IdleForTesting() {
     return fire_.Idle() && occurrences_.Idle() && deliverer_.IdleForTesting();
   }
+  // True when the fire thread has dealt with every timer fired and due by
+  // now (a crowd taken ahead may still wait for its millisecond).
+  bool FireSettledForTesting() { return fire_.SettledForTesting(); }
   const TopicTable& topics() const { return topics_; }
   const Limits& limits() const { return limits_; }
   size_t timers_pending() const { return scheduler_.size(); }

@@ -205,14 +205,18 @@ class JobServiceTest : public ::testing::Test {
                      absl::Milliseconds(1));
   }
 
-  // Sets the clock to `now_ms` and waits until the timer thread sleeps until
-  // `next_due_ms`: it has then fired everything due by `now_ms` and nothing
-  // later. REQUIRES: the earliest pending timer is due at next_due_ms, in the
-  // same second as now_ms (or next_due_ms is Clock::kNoDeadline).
+  // Sets the clock to `now_ms`, waits until the timer thread sleeps until
+  // `next_due_ms` (it has then fired everything due by `now_ms` and nothing
+  // later), then until the fire thread has readied what was fired.
+  // REQUIRES: the earliest pending timer is due at next_due_ms, in the same
+  // second as now_ms (or next_due_ms is Clock::kNoDeadline).
   void SettleAt(int64_t now_ms, int64_t next_due_ms) {
     clock_.SetMs(now_ms);
     ASSERT_TRUE(clock_.AwaitWaiter(next_due_ms, kWait))
         << "timer thread never slept until " << next_due_ms;
+    ASSERT_TRUE(PollUntil([&] { return service_->FireSettledForTesting(); },
+                          kWait, absl::Milliseconds(1)))
+        << "fire thread never settled at " << now_ms;
   }
 
   Limits limits_;
