@@ -88,20 +88,33 @@ FaultInjectingJobStore::MultiGet(std::span<const JobKeyView> keys) const {
 
 absl::Status FaultInjectingJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
                                              DueVisitor visitor) const {
+  return StalledScan(visitor, [&](DueVisitor v) {
+    return target_.ScanDue(from_ms, to_ms, v);
+  });
+}
+
+absl::Status FaultInjectingJobStore::ScanFireMillisecond(
+    int64_t ms, DueVisitor visitor) const {
+  return StalledScan(visitor, [&](DueVisitor v) {
+    return target_.ScanFireMillisecond(ms, v);
+  });
+}
+
+absl::Status FaultInjectingJobStore::StalledScan(
+    DueVisitor visitor,
+    absl::FunctionRef<absl::Status(DueVisitor)> scan) const {
   if (absl::Status s = ReadFaultFor(Read::kScanDue); !s.ok()) return s;
   std::function<void(size_t)> stall;
   {
     absl::MutexLock lock(&mu_);
     stall = stall_scan_due_;
   }
-  if (!stall) return target_.ScanDue(from_ms, to_ms, visitor);
+  if (!stall) return scan(visitor);
   size_t index = 0;
-  return target_.ScanDue(
-      from_ms, to_ms,
-      [&](int64_t due_ms, std::string_view topic, std::string_view id) {
-        stall(index++);
-        return visitor(due_ms, topic, id);
-      });
+  return scan([&](int64_t due_ms, std::string_view topic, std::string_view id) {
+    stall(index++);
+    return visitor(due_ms, topic, id);
+  });
 }
 
 void FaultInjectingJobStore::StallScanDue(

@@ -12,6 +12,7 @@
 #include <functional>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "storage/job_store.h"
 
@@ -31,7 +32,7 @@ class FaultInjectingJobStore final : public JobStore {
   enum class Read {
     kGet,
     kMultiGet,
-    kScanDue,  // and ScanDueFrom, ScanDueMarked
+    kScanDue,  // and ScanFireMillisecond, ScanDueFrom, ScanDueMarked
     kScanExpiry,
     kScanJobs,
     kScanTopics,
@@ -70,9 +71,9 @@ class FaultInjectingJobStore final : public JobStore {
   // Reads failed by injection so far.
   int64_t injected_read_failures() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Calls `stall` before each entry a ScanDue visits, with the entry's
-  // index in that scan (from 0): a slow read, to observe what happens
-  // meanwhile. Empty: no stall. Set it while no ScanDue runs.
+  // Calls `stall` before each entry a ScanDue or ScanFireMillisecond visits,
+  // with the entry's index in that scan (from 0): a slow read, to observe
+  // what happens meanwhile. Empty: no stall. Set it while no such scan runs.
   void StallScanDue(std::function<void(size_t index)> stall)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -82,6 +83,8 @@ class FaultInjectingJobStore final : public JobStore {
       std::string_view topic, std::string_view id) const override;
   absl::StatusOr<std::vector<std::optional<JobRecord>>> MultiGet(
       std::span<const JobKeyView> keys) const override;
+  absl::Status ScanFireMillisecond(int64_t ms,
+                                   DueVisitor visitor) const override;
   absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                            std::string_view from_id, int64_t to_ms,
                            MarkedDueVisitor visitor) const override;
@@ -101,6 +104,12 @@ class FaultInjectingJobStore final : public JobStore {
   StoreStats stats() const override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // A read fault of kind kScanDue, or `scan` of the target with `visitor`
+  // (behind the stall, if one is set).
+  absl::Status StalledScan(
+      DueVisitor visitor,
+      absl::FunctionRef<absl::Status(DueVisitor)> scan) const;
+
   JobStore& target_;
 
   mutable absl::Mutex mu_;

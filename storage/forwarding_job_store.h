@@ -37,6 +37,10 @@ class ForwardingJobStore : public JobStore {
                        DueVisitor visitor) const override {
     return target_.ScanDue(from_ms, to_ms, visitor);
   }
+  absl::Status ScanFireMillisecond(int64_t ms,
+                                   DueVisitor visitor) const override {
+    return target_.ScanFireMillisecond(ms, visitor);
+  }
   absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                            std::string_view from_id, int64_t to_ms,
                            MarkedDueVisitor visitor) const override {

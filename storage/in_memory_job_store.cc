@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "storage/key_codec.h"
 
 namespace delayd::storage {
 
@@ -92,6 +93,11 @@ auto IgnoringMarks(JobStore::DueVisitor visitor) {
 absl::Status InMemoryJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
                                        DueVisitor visitor) const {
   return ScanIndex(false, from_ms, to_ms, IgnoringMarks(visitor));
+}
+
+absl::Status InMemoryJobStore::ScanFireMillisecond(int64_t ms,
+                                                   DueVisitor visitor) const {
+  return ScanDue(ms, EndOfMs(ms), visitor);
 }
 
 absl::Status InMemoryJobStore::ScanDueMarked(int64_t from_ms, int64_t to_ms,

@@ -102,6 +102,14 @@ class JobStore {
   // malformed due key, named), UNAVAILABLE.
   virtual absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
                                DueVisitor visitor) const = 0;
+  // The fire path's reads. They read the same blocks again soon (a chunk's
+  // jobs are re-read under their locks right after the scan that found
+  // them), so unlike the scans above and below they keep what they read in
+  // the block cache.
+  //
+  // As ScanDue(ms, ms + 1): the due entries of one millisecond.
+  virtual absl::Status ScanFireMillisecond(int64_t ms,
+                                           DueVisitor visitor) const = 0;
   // As ScanDueMarked, from the entry (from_ms, from_topic, from_id) on,
   // itself included if present: a scan that goes on where another stopped,
   // or that reads again a range another scan saw.

@@ -51,6 +51,7 @@
 #define DELAYD_STORAGE_KEY_CODEC_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -82,6 +83,11 @@ struct DueKeyView {
 
 // Clamps a unix-ms due time into the due index's domain [0, INT64_MAX].
 inline int64_t ClampDueMs(int64_t due_ms) { return due_ms < 0 ? 0 : due_ms; }
+// The end of the range of one millisecond [ms, ms + 1), saturated: a range
+// ending at INT64_MAX, like any, excludes it.
+inline int64_t EndOfMs(int64_t ms) {
+  return ms < std::numeric_limits<int64_t>::max() ? ms + 1 : ms;
+}
 
 // `topic \0 id`.
 // REQUIRES: topic contains no '\0'.

@@ -408,7 +408,14 @@ auto IgnoringMarks(JobStore::DueVisitor visitor) {
 
 absl::Status RocksDbJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
                                       DueVisitor visitor) const {
-  return ScanIndex(due_cf_, from_ms, to_ms, IgnoringMarks(visitor));
+  return ScanIndex(due_cf_, DueScanReadOptions(), from_ms, to_ms,
+                   IgnoringMarks(visitor));
+}
+
+absl::Status RocksDbJobStore::ScanFireMillisecond(int64_t ms,
+                                                  DueVisitor visitor) const {
+  return ScanIndex(due_cf_, FireScanReadOptions(), ms, EndOfMs(ms),
+                   IgnoringMarks(visitor));
 }
 
 absl::Status RocksDbJobStore::ScanDueFrom(int64_t from_ms,
@@ -416,21 +423,24 @@ absl::Status RocksDbJobStore::ScanDueFrom(int64_t from_ms,
                                           std::string_view from_id,
                                           int64_t to_ms,
                                           MarkedDueVisitor visitor) const {
-  return ScanIndex(due_cf_, from_ms, to_ms, visitor,
+  return ScanIndex(due_cf_, FireScanReadOptions(), from_ms, to_ms, visitor,
                    EncodeDueKey(from_ms, from_topic, from_id), true);
 }
 
 absl::Status RocksDbJobStore::ScanDueMarked(int64_t from_ms, int64_t to_ms,
                                             MarkedDueVisitor visitor) const {
-  return ScanIndex(due_cf_, from_ms, to_ms, visitor, {}, true);
+  return ScanIndex(due_cf_, DueScanReadOptions(), from_ms, to_ms, visitor, {},
+                   true);
 }
 
 absl::Status RocksDbJobStore::ScanExpiry(int64_t from_ms, int64_t to_ms,
                                          DueVisitor visitor) const {
-  return ScanIndex(expiry_cf_, from_ms, to_ms, IgnoringMarks(visitor));
+  return ScanIndex(expiry_cf_, DueScanReadOptions(), from_ms, to_ms,
+                   IgnoringMarks(visitor));
 }
 
 absl::Status RocksDbJobStore::ScanIndex(rocksdb::ColumnFamilyHandle* cf,
+                                        const rocksdb::ReadOptions& base,
                                         int64_t from_ms, int64_t to_ms,
                                         MarkedDueVisitor visitor,
                                         std::string_view start,
@@ -440,10 +450,7 @@ absl::Status RocksDbJobStore::ScanIndex(rocksdb::ColumnFamilyHandle* cf,
   const std::string upper = EncodeDueTime(to_ms);
   const rocksdb::Slice lower_slice(lower);
   const rocksdb::Slice upper_slice(upper);
-  // ClampDueMs(from_ms) < ClampDueMs(to_ms), both >= 0: no overflow.
-  const bool one_ms = ClampDueMs(to_ms) - ClampDueMs(from_ms) == 1;
-  rocksdb::ReadOptions read =
-      one_ms ? FireScanReadOptions() : DueScanReadOptions();
+  rocksdb::ReadOptions read = base;
   read.iterate_lower_bound = &lower_slice;
   read.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, cf));

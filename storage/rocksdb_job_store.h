@@ -42,6 +42,7 @@ namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
 class Env;
+struct ReadOptions;
 }  // namespace rocksdb
 
 namespace delayd::storage {
@@ -136,6 +137,8 @@ class RocksDbJobStore final : public JobStore {
       std::span<const JobKeyView> keys) const override;
   absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
                        DueVisitor visitor) const override;
+  absl::Status ScanFireMillisecond(int64_t ms,
+                                   DueVisitor visitor) const override;
   absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                            std::string_view from_id, int64_t to_ms,
                            MarkedDueVisitor visitor) const override;
@@ -176,10 +179,12 @@ class RocksDbJobStore final : public JobStore {
   // the meta still says the old layout and the next Open does it again.
   absl::Status AddPayloadSizes();
   absl::Status VerifyPreviousDue(std::span<const Mutation> mutations) const;
-  // ScanDue(From|Marked) and ScanExpiry: the keys of `cf` (due-key
+  // The scans of the due and expiry indexes: the keys of `cf` (due-key
   // encoded) in [from_ms, to_ms), from the key `start` on (empty: from
-  // from_ms); with their values when `marks` (else empty values).
-  absl::Status ScanIndex(rocksdb::ColumnFamilyHandle* cf, int64_t from_ms,
+  // from_ms), read with `base` and the range's bounds; with their values
+  // when `marks` (else empty values).
+  absl::Status ScanIndex(rocksdb::ColumnFamilyHandle* cf,
+                         const rocksdb::ReadOptions& base, int64_t from_ms,
                          int64_t to_ms, MarkedDueVisitor visitor,
                          std::string_view start = {}, bool marks = false) const;
 

@@ -20,12 +20,12 @@ rocksdb::DBOptions MakeDbOptions(const RocksDbJobStore::Options& options);
 std::vector<rocksdb::ColumnFamilyDescriptor> MakeColumnFamilies(
     const RocksDbJobStore::Options& options);
 
-// ReadOptions of ScanDue and ScanExpiry: keys-only sequential scans
+// ReadOptions of ScanDue, ScanDueMarked and ScanExpiry: sequential scans
 // (recovery, the horizon loader, the sweeper) that must not evict the
 // point-lookup working set.
 rocksdb::ReadOptions DueScanReadOptions();
-// ReadOptions of a scan of one millisecond (ScanDueFrom, and ScanDue of
-// [ms, ms + 1): the fire path's). It reads the same blocks again soon: its
+// ReadOptions of the fire path's scans (ScanFireMillisecond and
+// ScanDueFrom). It reads the same blocks again soon: its
 // chunks' re-reads under their locks, a few keys each. So they fill the
 // block cache, and the readahead is RocksDB's own, which starts at 8 KiB
 // and grows only on sequential reads. With DueScanReadOptions every

@@ -236,8 +236,8 @@ void FirePath::FireMillisecond(int64_t ms,
   };
   // Which jobs the fired tags name: the due index at `ms`, read without
   // locks, in chunks.
-  absl::Status scan = d_.store->ScanDue(
-      ms, ms + 1, [&](int64_t, std::string_view topic, std::string_view id) {
+  absl::Status scan = d_.store->ScanFireMillisecond(
+      ms, [&](int64_t, std::string_view topic, std::string_view id) {
         if (!tags.contains(KeyHash(AsAbsl(topic), AsAbsl(id)))) return true;
         chunk.push_back({std::string(topic), std::string(id)});
         if (chunk.size() < (handled.empty() ? kFirstChunk : kChunk)) {

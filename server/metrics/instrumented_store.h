@@ -38,6 +38,10 @@ class InstrumentedStore final : public storage::JobStore {
                        DueVisitor visitor) const override {
     return store_->ScanDue(from_ms, to_ms, visitor);
   }
+  absl::Status ScanFireMillisecond(int64_t ms,
+                                   DueVisitor visitor) const override {
+    return store_->ScanFireMillisecond(ms, visitor);
+  }
   absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                            std::string_view from_id, int64_t to_ms,
                            MarkedDueVisitor visitor) const override {

@@ -1,5 +1,9 @@
 #include "storage/fault_injecting_job_store.h"
 
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "storage/in_memory_job_store.h"
 #include "tests/storage/store_test_util.h"
@@ -111,6 +115,30 @@ TEST(FaultInjectingJobStoreTest, AFailedScanVisitsNothing) {
                 .code(),
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(visited, 0);
+}
+
+// The fire path's scan of one millisecond fails and stalls as ScanDue does.
+TEST(FaultInjectingJobStoreTest, TheFireScanFailsAndStallsAsAScanDue) {
+  InMemoryJobStore target;
+  FaultInjectingJobStore store(target);
+  ASSERT_OK(PutOne(store, "a"));  // due at 1
+  ASSERT_OK(PutOne(store, "b"));
+  std::vector<std::string> visited;
+  const auto visit = [&](int64_t, std::string_view, std::string_view id) {
+    visited.emplace_back(id);
+    return true;
+  };
+  store.FailNextReads(Read::kScanDue, 1, FaultInjectingJobStore::ReadError());
+  EXPECT_EQ(store.ScanFireMillisecond(1, visit).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(visited.empty());
+
+  std::vector<size_t> stalls;
+  store.StallScanDue([&](size_t index) { stalls.push_back(index); });
+  EXPECT_OK(store.ScanFireMillisecond(1, visit));
+  store.StallScanDue(nullptr);
+  EXPECT_EQ(visited, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(stalls, (std::vector<size_t>{0, 1}));
 }
 
 TEST(FaultInjectingJobStoreTest, FailsNextReadsOfAnyKindInTurn) {

@@ -127,6 +127,23 @@ TYPED_TEST(JobStoreTest, DueIndexOrdersAcrossYearsAndWithinAMillisecond) {
               ElementsAre(Pair(k2026 + 1, "b/1"), Pair(k2126, "t/y2126")));
   EXPECT_THAT(from(k2026 + 1, "", "", k2026 + 2).size(), 4u);
   EXPECT_TRUE(from(k2026 + 1, "c", "", k2026 + 2).empty());
+
+  // ScanFireMillisecond: the entries of one millisecond, as ScanDue.
+  auto fire = [&](int64_t ms) {
+    std::vector<std::pair<int64_t, std::string>> out;
+    EXPECT_OK(this->store().ScanFireMillisecond(
+        ms, [&](int64_t due, std::string_view t, std::string_view i) {
+          out.emplace_back(due, std::string(t) + "/" + std::string(i));
+          return true;
+        }));
+    return out;
+  };
+  EXPECT_EQ(fire(k2026 + 1), this->DueEntries(k2026 + 1, k2026 + 2));
+  EXPECT_THAT(fire(k2026), ElementsAre(Pair(k2026, "t/y2026")));
+  EXPECT_THAT(fire(0),
+              ElementsAre(Pair(0, "t/before1970"), Pair(0, "t/epoch")));
+  EXPECT_TRUE(fire(k2026 + 2).empty());
+  EXPECT_TRUE(fire(std::numeric_limits<int64_t>::max()).empty());
 }
 
 TYPED_TEST(JobStoreTest, ReplaceMovesTheDueEntryAndFinalStatesLeaveIt) {

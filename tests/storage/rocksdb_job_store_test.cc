@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -398,6 +400,60 @@ TEST(RocksDbJobStoreTest, EmptyApplyWritesNothing) {
   ASSERT_OK_AND_ASSIGN(auto store, OpenAt(dir.path()));
   ASSERT_OK(store->Apply({}, Durability::kSync));
   EXPECT_EQ(store->stats().writes, 0u);
+}
+
+// The fire path's scans (ScanFireMillisecond, ScanDueFrom) keep the blocks
+// they read in the block cache, since it reads them again at once; the
+// long scans (ScanDue, ScanDueMarked, ScanExpiry) leave the cache alone.
+TEST(RocksDbJobStoreTest, OnlyTheFirePathsScansFillTheBlockCache) {
+  TempDir dir;
+  constexpr int64_t kDue = 1'700'000'000'123;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAt(dir.path()));
+    std::vector<Mutation> batch;
+    for (int i = 0; i < 5000; ++i) {
+      batch.push_back(
+          Mutation::Put(MakeRecord("t", absl::StrCat("job-", i), kDue + i % 2),
+                        std::nullopt));
+    }
+    ASSERT_OK(store->Apply(batch, Durability::kSync));
+    ASSERT_OK(store->Close());  // flushes: the scans below read table files
+  }
+  ASSERT_OK_AND_ASSIGN(auto store, OpenAt(dir.path()));
+  const auto cache_bytes = [&] {
+    const std::optional<std::string> usage =
+        store->GetProperty("due", "rocksdb.block-cache-usage");
+    EXPECT_TRUE(usage.has_value());
+    return usage ? std::stoull(*usage) : 0;
+  };
+  int seen = 0;
+  const auto count = [&](int64_t, std::string_view, std::string_view) {
+    ++seen;
+    return true;
+  };
+  const auto count_marked = [&](int64_t, std::string_view, std::string_view,
+                                const DueValue&) {
+    ++seen;
+    return true;
+  };
+
+  const uint64_t before = cache_bytes();
+  ASSERT_OK(store->ScanDue(0, INT64_MAX, count));
+  ASSERT_OK(store->ScanDueMarked(0, INT64_MAX, count_marked));
+  ASSERT_OK(store->ScanDue(kDue, kDue + 1, count));  // one ms, all the same
+  EXPECT_EQ(seen, 5000 + 5000 + 2500);
+  EXPECT_EQ(cache_bytes(), before);
+
+  seen = 0;
+  ASSERT_OK(store->ScanFireMillisecond(kDue, count));
+  EXPECT_EQ(seen, 2500);
+  const uint64_t after_fire_scan = cache_bytes();
+  EXPECT_GT(after_fire_scan, before);
+
+  seen = 0;
+  ASSERT_OK(store->ScanDueFrom(kDue + 1, "t", "", kDue + 2, count_marked));
+  EXPECT_EQ(seen, 2500);
+  EXPECT_GT(cache_bytes(), after_fire_scan);
 }
 
 }  // namespace
