@@ -31,13 +31,16 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/core/fire_path.h"
 #include "server/core/job_service.h"
 #include "server/jobs/limits.h"
 #include "server/timer/fake_clock.h"
 #include "storage/job_record.h"
 #include "storage/rocksdb_job_store.h"
 
-ABSL_FLAG(int, jobs, 1'000'000, "Jobs due at the one millisecond.");
+ABSL_FLAG(int, jobs, 1'000'000,
+          "Jobs due at the one millisecond; at least "
+          "FirePath::kAheadMinJobs (10,000), so that they are a crowd.");
 ABSL_FLAG(int, reps, 3, "Repetitions, each on a fresh store.");
 ABSL_FLAG(std::string, dir, "/var/tmp",
           "Parent of the temp databases; must be on the real disk.");
@@ -145,6 +148,11 @@ Result RunOnce(int jobs) {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const int jobs = absl::GetFlag(FLAGS_jobs);
+  if (jobs < static_cast<int>(delayd::server::FirePath::kAheadMinJobs)) {
+    std::fprintf(stderr, "fire_bench: --jobs=%d: at least %zu, a crowd\n", jobs,
+                 delayd::server::FirePath::kAheadMinJobs);
+    return 2;
+  }
   std::printf("%-6s %10s %12s %10s %12s %12s\n", "rep", "jobs", "first_ms",
               "all_ms", "ready/s", "cpu_us/job");
   for (int rep = 0; rep < absl::GetFlag(FLAGS_reps); ++rep) {
