@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "server/base/log.h"
 #include "server/jobs/job_key.h"
+#include "storage/key_codec.h"
 
 namespace delayd::server {
 namespace {
@@ -196,7 +197,7 @@ void FirePath::FireMillisecond(int64_t ms,
     std::vector<JobKey> parents;  // recurring jobs (marked entries)
     const JobKey& last = chunk.back();
     absl::Status scan = d_.store->ScanDueFrom(
-        ms, chunk.front().topic, chunk.front().id, ms + 1,
+        ms, chunk.front().topic, chunk.front().id, storage::EndOfMs(ms),
         [&](int64_t, std::string_view topic, std::string_view id,
             const storage::DueValue& value) {
           // Key order: topics hold no '\0', so (topic, id) pairs compare
