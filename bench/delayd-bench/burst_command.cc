@@ -42,6 +42,9 @@ int BurstCommand(Args& args, bool herd) {
   const int64_t background = args.Int("background", 0);
   const int64_t recurring_interval_ms = args.Int("recurring-interval-ms", 0);
   const int64_t occurrence = args.Int("occurrence", 1);
+  // One line per job received, "receive_ms lateness_ms", for a time
+  // series of the lateness.
+  const std::string lateness_out = args.Str("lateness-out", "");
   const int background_batch =
       static_cast<int>(args.Int("background-batch", 1000));
   args.CheckAllUsed();
@@ -127,6 +130,20 @@ int BurstCommand(Args& args, bool herd) {
   lat.reserve(static_cast<size_t>(tally.received.load()));
   for (double x : tally.lateness_ms) {
     if (!std::isnan(x)) lat.push_back(x);
+  }
+  if (!lateness_out.empty()) {
+    std::FILE* f = std::fopen(lateness_out.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "delayd-bench: cannot write %s\n",
+                   lateness_out.c_str());
+      return 2;
+    }
+    for (size_t i = 0; i < tally.lateness_ms.size(); ++i) {
+      if (std::isnan(tally.lateness_ms[i])) continue;
+      std::fprintf(f, "%.3f %.3f\n", tally.received_ms[i],
+                   tally.lateness_ms[i]);
+    }
+    std::fclose(f);
   }
   std::sort(lat.begin(), lat.end());
   double mean = 0;

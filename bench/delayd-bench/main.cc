@@ -8,7 +8,8 @@
 //                          [--recurring-interval-ms N] (recurring jobs)
 //   delayd-bench burst     --target H:P [--jobs 200000] [--subscribers 4]
 //                          [--background N] [--lead-ms 10000] [--window-ms
-//                          2000]
+//                          2000] [--lateness-out FILE] (each job received:
+//                          "receive_ms lateness_ms")
 //   delayd-bench herd      --target H:P [--jobs 1000000] (all due at once)
 //   delayd-bench waitready --target H:P --expect N [--timeout 300]
 // Every sub-command also takes --token TOKEN (default $DELAYD_TOKEN) and,
@@ -40,6 +41,7 @@ void Usage() {
       "            [--window-ms 2000] [--max-wait-seconds 120] "
       "[--background 0]\n"
       "            [--background-batch 1000] [--recurring-interval-ms 0]\n"
+      "            [--lateness-out FILE]\n"
       "  herd      as burst, defaults --jobs 1000000 --batch 1000 --lead-ms "
       "30000 --window-ms 1\n"
       "  waitready --expect N [--topic ''] [--timeout 300]\n"

@@ -12,6 +12,7 @@ Tally::Tally(int64_t jobs, size_t id_prefix_len, std::vector<int64_t> offsets)
     : id_prefix_len(id_prefix_len),
       offsets(std::move(offsets)),
       lateness_ms(static_cast<size_t>(jobs), NAN),
+      received_ms(static_cast<size_t>(jobs), NAN),
       seen(new std::atomic<uint8_t>[static_cast<size_t>(jobs)]) {
   for (int64_t i = 0; i < jobs; ++i) seen[i].store(0);
 }
@@ -87,6 +88,7 @@ void Subscriber::Read() {
       } else {
         tally_->lateness_ms[index] =
             now - static_cast<double>(due + tally_->occurrence_offset_ms);
+        tally_->received_ms[index] = now;
         tally_->received.fetch_add(1, std::memory_order_relaxed);
       }
     }

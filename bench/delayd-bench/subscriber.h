@@ -32,6 +32,7 @@ struct Tally {
   const size_t id_prefix_len;
   const std::vector<int64_t> offsets;  // LoadResult::offsets of the burst
   std::vector<double> lateness_ms;     // NaN until received
+  std::vector<double> received_ms;     // wall clock of the receive, ms
   std::unique_ptr<std::atomic<uint8_t>[]> seen;
   std::atomic<int64_t> received{0};    // distinct jobs
   std::atomic<int64_t> duplicates{0};  // deliveries of a job seen before
