@@ -14,8 +14,11 @@ class SystemWaiter final : public Clock::Waiter {
 
   void WaitUntil(int64_t deadline_ms) override {
     const int64_t now = clock_->NowMs();
-    const int64_t until =
-        deadline_ms - now > max_wait_ms_ ? now + max_wait_ms_ : deadline_ms;
+    // deadline_ms - now only when it cannot wrap (a deadline long past,
+    // INT64_MIN, is past: no wait).
+    const int64_t until = deadline_ms > now && deadline_ms - now > max_wait_ms_
+                              ? now + max_wait_ms_
+                              : deadline_ms;
     internal::MutexLock lock(&mu_);
     internal::AwaitWithDeadline(
         &mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return woken_; },

@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <random>
 #include <thread>
 #include <utility>
@@ -419,6 +421,18 @@ TEST(SchedulerSystemClockTest, FiresOnTheWallClockNotEarly) {
   EXPECT_THAT(collector.tags(), ElementsAre(1));
   EXPECT_GE(collector.fire_times()[0], due);
   EXPECT_LT(collector.fire_times()[0], due + 5000);
+}
+
+// A deadline long past returns at once: WaitUntil must not compute
+// deadline - now where it wraps (INT64_MIN - now became a wait of
+// max_wait_ms).
+TEST(SystemClockTest, ADeadlineLongPastDoesNotWait) {
+  SystemClock clock(/*max_wait_ms=*/600'000);
+  const std::unique_ptr<Clock::Waiter> waiter = clock.NewWaiter();
+  const int64_t start = clock.NowMs();
+  waiter->WaitUntil(std::numeric_limits<int64_t>::min());
+  waiter->WaitUntil(start - 1);
+  EXPECT_LT(clock.NowMs() - start, 60'000);
 }
 
 }  // namespace
