@@ -32,6 +32,12 @@
 //                  (the lateness of its first jobs), after the timer was idle
 //                  in the second before. WheelNoAheadTimer: the wheel without
 //                  TimingWheel::OpenNextSecond.
+//   OpenAhead      TimingWheel only: 1M pending over the hour plus 1M due in
+//                  the next second, opened ahead as the timer thread does,
+//                  whole (arg 0) or in steps of Scheduler::kOpenStep (arg
+//                  512). Time: the whole open; max_call_us: its longest call,
+//                  which is how long the timer thread holds its lock and
+//                  fires nothing.
 //
 // The caller's side is the same for all: handles are kept in a plain array
 // indexed by the victim's position, as the server keeps them in its index.
@@ -43,6 +49,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -269,6 +276,34 @@ void BM_CrowdedSecond(benchmark::State& state) {
   state.counters["fired"] = static_cast<double>(fired);
 }
 
+void BM_OpenAhead(benchmark::State& state) {
+  const auto step = static_cast<size_t>(state.range(0));
+  const int64_t next = kStartMs + 1000;
+  std::vector<int64_t> dues = UniformDues(1 << 20, next, 10);
+  std::mt19937_64 rng(11);
+  for (size_t i = 0; i < (1 << 20); ++i) {
+    dues.push_back(next + static_cast<int64_t>(rng() % 1000));
+  }
+  std::shuffle(dues.begin(), dues.end(), rng);
+  TimingWheel wheel(kStartMs);
+  uint64_t tag = 0;
+  for (int64_t due : dues) wheel.Insert(due, tag++);
+  double max_call_us = 0;
+  size_t calls = 0;
+  for (auto _ : state) {
+    do {
+      const auto t0 = std::chrono::steady_clock::now();
+      wheel.OpenNextSecond(step == 0 ? SIZE_MAX : step);
+      const std::chrono::duration<double, std::micro> took =
+          std::chrono::steady_clock::now() - t0;
+      max_call_us = std::max(max_call_us, took.count());
+      ++calls;
+    } while (!wheel.NextSecondOpen());
+  }
+  state.counters["max_call_us"] = max_call_us;
+  state.counters["calls"] = static_cast<double>(calls);
+}
+
 // Fixed iteration counts keep the whole run to a few minutes. InsertCancel:
 // `ic1` and `ic10` pairs at 1M and 10M pending (see the file comment).
 #define DELAYD_TIMER_BENCH(T, ic1, ic10)  \
@@ -310,6 +345,11 @@ BENCHMARK_TEMPLATE(BM_CrowdedSecond, HeapTimer)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_CrowdedSecond, MultimapTimer)
     ->Arg(1 << 20)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_OpenAhead)
+    ->Arg(0)
+    ->Arg(512)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_InsertCancel, UnorderedSlab)

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "server/timer/tsan_mutex.h"
@@ -161,8 +162,12 @@ void Scheduler::Run() {
         // Idle: open the next second's slot now, so that entering it later
         // costs nothing; take a crowd whose lead has begun (SetAhead), or
         // sleep until something is due, to open, or to take.
-        wheel_.OpenNextSecond();
-        sleep_until = wheel_.NextWakeMs().value_or(Clock::kNoDeadline);
+        wheel_.OpenNextSecond(kOpenStep);
+        // A second still being opened: come back at once, letting the
+        // others have the lock in between.
+        sleep_until = wheel_.NextSecondOpen()
+                          ? wheel_.NextWakeMs().value_or(Clock::kNoDeadline)
+                          : std::numeric_limits<int64_t>::min();
         fired = TakeCrowd(now, &sleep_until);
         stats_.ahead += static_cast<int64_t>(fired.size());
       }
@@ -177,6 +182,14 @@ void Scheduler::Run() {
     }
     if (!fired.empty()) {
       on_fire_(std::move(fired));
+      continue;
+    }
+    // The next second is still being opened: the next step, after any
+    // thread waiting for this core has run. A thread this one has just woken
+    // (the fire path's, with a batch) is often queued behind it on this
+    // core; without the yield it waits for the whole open (milliseconds).
+    if (sleep_until == std::numeric_limits<int64_t>::min()) {
+      std::this_thread::yield();
       continue;
     }
     // Returns at once if an Add, Reschedule or Stop woke us since the lock

@@ -40,6 +40,10 @@ TimingWheel::TimingWheel(int64_t now_ms)
   UpdateCoarseFrom();
 }
 
+uint32_t TimingWheel::CoarseSlot(int64_t sec) {
+  return kCoarseBase + static_cast<uint32_t>(FloorMod(sec, kCoarseSlots));
+}
+
 inline uint32_t TimingWheel::SlotFor(int64_t due_ms) const {
   // The common case — due after the open seconds, in a coarse slot — with
   // unsigned arithmetic (divisions by constants become multiplications).
@@ -54,7 +58,26 @@ inline uint32_t TimingWheel::SlotFor(int64_t due_ms) const {
   if (sec == cur_sec_ + 1 && next_open_) {
     return kFineBase + Bank(1 - cur_bank_) + ms;
   }
-  return kCoarseBase + static_cast<uint32_t>(FloorMod(sec, kCoarseSlots));
+  return CoarseSlot(sec);
+}
+
+inline uint32_t TimingWheel::SlotOf(uint32_t i) const {
+  const WheelEntry& e = pool_[i];
+  const uint32_t slot = SlotFor(e.due_ms);
+  if (!opening_) [[likely]] {
+    return slot;
+  }
+  if (slot != CoarseSlot(cur_sec_ + 1)) return slot;
+  // Still in the coarse slot: kept, or not read yet (the places between
+  // hold stale copies of the entries moved out).
+  const SlotArray& v = slots_[slot];
+  if ((e.pos < open_kept_ || (e.pos >= open_read_ && e.pos < v.size())) &&
+      v[e.pos] == i) {
+    return slot;
+  }
+  // Due in the second being opened, and already moved to its bank.
+  return kFineBase + Bank(1 - cur_bank_) +
+         static_cast<uint32_t>(e.due_ms - (cur_sec_ + 1) * kMsPerSec);
 }
 
 void TimingWheel::UpdateCoarseFrom() {
@@ -96,14 +119,35 @@ inline void TimingWheel::Append(uint32_t slot, uint32_t i) {
 }
 
 inline void TimingWheel::Remove(uint32_t i) {
-  const uint32_t slot = SlotFor(pool_[i].due_ms);
+  const uint32_t slot = SlotOf(i);
   SlotArray& v = slots_[slot];
   const uint32_t pos = pool_[i].pos;
+  if (opening_ && slot == CoarseSlot(cur_sec_ + 1)) [[unlikely]] {
+    RemoveWhileOpening(v, pos);
+    return;
+  }
   const uint32_t last = v.back();
   v[pos] = last;
   pool_[last].pos = pos;
   v.pop_back();
   if (v.empty()) ClearBit(slot);
+}
+
+void TimingWheel::RemoveWhileOpening(SlotArray& v, uint32_t pos) {
+  if (pos < open_kept_) {
+    // The last entry kept fills the hole; its place joins the moved-out.
+    const uint32_t moved = v[--open_kept_];
+    v[pos] = moved;
+    pool_[moved].pos = pos;
+  } else {  // not looked at yet
+    if (pos + 1 != v.size()) {
+      const uint32_t last = v.back();
+      v[pos] = last;
+      pool_[last].pos = pos;
+    }
+    v.pop_back();
+  }
+  if (open_read_ == v.size()) OpenNextSecond(0);  // nothing left: finish
 }
 
 inline void TimingWheel::Place(uint32_t i) {
@@ -161,6 +205,8 @@ std::vector<TimerEntry> TimingWheel::Advance(int64_t now_ms) {
   if (now_ms < now_ms_) return out;  // time went backwards: nothing else due
 
   const int64_t now_sec = FloorDiv(now_ms, kMsPerSec);
+  // An open in steps is finished before its second is entered.
+  if (opening_ && now_sec > cur_sec_) OpenNextSecond();
   if (now_sec - cur_sec_ >= kCoarseSlots) {
     Sweep(now_ms, &out);
     return out;
@@ -243,9 +289,39 @@ void TimingWheel::FireFine(int bank, int last, std::vector<TimerEntry>* out) {
   }
 }
 
-bool TimingWheel::OpenNextSecond() {
+bool TimingWheel::OpenNextSecond(size_t max_entries) {
   if (next_open_) return false;
-  OpenCoarse(cur_sec_ + 1, 1 - cur_bank_);
+  const int64_t sec = cur_sec_ + 1;
+  const uint32_t slot = CoarseSlot(sec);
+  SlotArray& v = slots_[slot];
+  if (!opening_) {
+    ++stats_.coarse_slots_opened;
+    opening_ = true;
+    open_kept_ = 0;
+    open_read_ = 0;
+  }
+  // As OpenCoarse, in order (entries of one millisecond keep theirs), but
+  // resumable: the array is compacted only once all of it has been read.
+  const uint32_t fine = kFineBase + Bank(1 - cur_bank_);
+  const size_t n = v.size();  // entries added meanwhile come after
+  const size_t stop = std::min(n, open_read_ + std::min(max_entries, n));
+  for (size_t k = open_read_; k < stop; ++k) {
+    if (k + kPrefetchAhead < stop) pool_.Prefetch(v[k + kPrefetchAhead]);
+    const uint32_t i = v[k];
+    WheelEntry& e = pool_[i];
+    if (FloorDiv(e.due_ms, kMsPerSec) == sec) {
+      Append(fine + static_cast<uint32_t>(e.due_ms - sec * kMsPerSec), i);
+    } else {  // cycles remaining
+      e.pos = open_kept_;
+      v[open_kept_++] = i;
+    }
+  }
+  stats_.entries_scanned += stop - open_read_;
+  open_read_ = static_cast<uint32_t>(stop);
+  if (open_read_ < n) return true;
+  v.resize(open_kept_);
+  if (open_kept_ == 0) ClearBit(slot);
+  opening_ = false;
   next_open_ = true;
   UpdateCoarseFrom();
   return true;
@@ -253,8 +329,7 @@ bool TimingWheel::OpenNextSecond() {
 
 void TimingWheel::OpenCoarse(int64_t sec, int bank) {
   ++stats_.coarse_slots_opened;
-  const uint32_t slot =
-      kCoarseBase + static_cast<uint32_t>(FloorMod(sec, kCoarseSlots));
+  const uint32_t slot = CoarseSlot(sec);
   const uint32_t fine = kFineBase + Bank(bank);
   SlotArray& v = slots_[slot];
   const size_t n = v.size();

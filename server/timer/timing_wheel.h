@@ -136,8 +136,13 @@ struct TimerEntry {
 //  - an entry is in slot SlotFor(due_ms): the overdue slot if due_ms <= now;
 //    else the current fine bank's slot (due_ms mod 1000) if due in cur_sec,
 //    or the other bank's if due in cur_sec + 1 and that second is open;
-//    else coarse slot (due_second mod 3600); and slots_[slot][pos] is it;
-//  - the other fine bank is empty unless the next second is open;
+//    else coarse slot (due_second mod 3600); and slots_[slot][pos] is it.
+//    The one exception: while the next second is being opened in steps
+//    (opening_), an entry due in it is in the other bank's slot if it has
+//    been moved, else still in the coarse slot (SlotOf tells which);
+//  - the other fine bank is empty unless the next second is open or opening;
+//  - while opening_, the coarse slot of cur_sec + 1 has entries not looked
+//    at yet (open_read_ < its size), and its bit is set;
 //  - a bitmap bit is set iff its slot's array is non-empty.
 //
 // Thread safety: none; the owner serializes every call (Scheduler holds its
@@ -189,7 +194,15 @@ class TimingWheel {
   // Opens the coarse slot of the second after the current one into the fine
   // level now, so that entering that second costs nothing. Returns false if
   // it was open already. Optional: Advance opens what it needs itself.
-  bool OpenNextSecond();
+  //
+  // In steps: it looks at no more than `max_entries` entries of the slot a
+  // call, and a later call goes on where it stopped. The second is open once
+  // NextSecondOpen(); until then the entries moved so far fire and count as
+  // pending as usual, but are not seen as crowds. Advance into the next
+  // second finishes an open left halfway. O(min(max_entries, slot size)).
+  bool OpenNextSecond(size_t max_entries = SIZE_MAX);
+  // Whether the second after the current one is open (fully).
+  bool NextSecondOpen() const { return next_open_; }
 
   // A lower bound on the earliest due_ms pending, exact when that entry is
   // overdue or in an open second; nullopt when empty. When the bound is the
@@ -237,6 +250,8 @@ class TimingWheel {
   size_t MemoryBytes() const;
 
  private:
+  using SlotArray = std::vector<uint32_t>;
+
   // Slot ids: index into slots_. Fine bank b, millisecond m: kFineBase +
   // b * kFineSlots + m.
   static constexpr uint32_t kOverdueSlot = 0;
@@ -246,6 +261,11 @@ class TimingWheel {
 
   // The slot an entry due at `due_ms` belongs in (see the invariants).
   uint32_t SlotFor(int64_t due_ms) const;
+  // The slot entry `i` is in: SlotFor(its due_ms), but for an entry already
+  // moved by an open in steps.
+  uint32_t SlotOf(uint32_t i) const;
+  // The coarse slot of second `sec`.
+  static uint32_t CoarseSlot(int64_t sec);
   // Recomputes coarse_from_ms_ after cur_sec_ or next_open_ changed.
   void UpdateCoarseFrom();
   void SetBit(uint32_t slot);
@@ -254,6 +274,9 @@ class TimingWheel {
   void Append(uint32_t slot, uint32_t i);
   // Removes entry `i` from its slot (swap with the slot's last entry).
   void Remove(uint32_t i);
+  // Remove from the coarse slot being opened, whose array `v` is, at `pos`;
+  // finishes the open if nothing is left to look at.
+  void RemoveWhileOpening(SlotArray& v, uint32_t pos);
   // Puts entry `i` (due_ms set, in no slot) in SlotFor(its due_ms).
   void Place(uint32_t i);
   // Fires and frees every entry of `slot`, emptying it.
@@ -277,8 +300,6 @@ class TimingWheel {
   // The fine slot of `due_ms` if it is after now in an open second.
   std::optional<uint32_t> OpenFineSlot(int64_t due_ms) const;
 
-  using SlotArray = std::vector<uint32_t>;
-
   EntryPool pool_;
   std::vector<SlotArray> slots_;  // kNumSlots arrays of indices
   SlotBitmap<kFineSlots> fine_bits_[2];
@@ -291,6 +312,13 @@ class TimingWheel {
   int64_t cur_sec_;         // floor(now_ms_ / 1000)
   int cur_bank_ = 0;        // the fine bank of second cur_sec_
   bool next_open_ = false;  // second cur_sec_ + 1 is in bank 1 - cur_bank_
+  // Second cur_sec_ + 1 is being opened in steps (OpenNextSecond with a
+  // budget). Its coarse slot's array: [0, open_kept_) looked at, due in
+  // later revolutions; [open_kept_, open_read_) stale copies of the entries
+  // moved out; [open_read_, size) not looked at yet.
+  bool opening_ = false;
+  uint32_t open_kept_ = 0;
+  uint32_t open_read_ = 0;
   // The start of the first second after the open ones: entries due at or
   // after it are in coarse slots (SlotFor's fast path); -1 if that start is
   // negative or beyond int64 (then SlotFor takes the general path).

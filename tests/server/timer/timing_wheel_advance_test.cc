@@ -89,6 +89,75 @@ TEST(TimingWheelTest, OpenNextSecondOpensItAhead) {
   EXPECT_THAT(Tags(wheel.Advance(next_second + kHour + 1)), ElementsAre(2));
 }
 
+TEST(TimingWheelTest, OpenNextSecondInStepsResumesWhereItStopped) {
+  TimingWheel wheel(kT0);
+  const int64_t next_second = kT0 + 750;  // kT0 is .250 into its second
+  std::vector<TimerHandle> h;
+  for (uint64_t tag = 1; tag <= 6; ++tag) {
+    // Tags 1-6 at ms 10, except 3, one revolution on.
+    h.push_back(wheel.Insert(next_second + 10 + (tag == 3 ? kHour : 0), tag));
+  }
+  wheel.Insert(kT0 + 500, 100);  // in the current second
+  // Two entries a step: 1 moves, 2 moves; then 3 stays, 4 moves.
+  EXPECT_TRUE(wheel.OpenNextSecond(2));
+  EXPECT_FALSE(wheel.NextSecondOpen());
+  EXPECT_EQ(wheel.stats().coarse_slots_opened, 1);
+  EXPECT_EQ(wheel.stats().entries_scanned, 2);
+  EXPECT_EQ(wheel.NextDueMs(), kT0 + 500);
+  EXPECT_TRUE(wheel.OpenNextSecond(2));
+  EXPECT_FALSE(wheel.NextSecondOpen());
+  EXPECT_EQ(wheel.NextDueMs(), kT0 + 500);
+  // Between steps: cancel one moved (2), one kept (3) and one not looked
+  // at (5); insert into the second being opened; fire the current second.
+  EXPECT_TRUE(wheel.Cancel(h[1]));
+  EXPECT_TRUE(wheel.Cancel(h[2]));
+  EXPECT_TRUE(wheel.Cancel(h[4]));
+  EXPECT_FALSE(wheel.Cancel(h[4]));
+  wheel.Insert(next_second + 10, 7);
+  EXPECT_THAT(Tags(wheel.Advance(kT0 + 500)), ElementsAre(100));
+  EXPECT_FALSE(wheel.NextSecondOpen());
+  EXPECT_EQ(wheel.NextDueMs(), next_second);  // a lower bound, as before
+  // Rescheduled within it: moved (1) and not looked at (6) both stay due.
+  EXPECT_TRUE(wheel.Reschedule(h[0], next_second + 20));
+  EXPECT_TRUE(wheel.Reschedule(h[5], next_second + 5));
+  EXPECT_TRUE(wheel.OpenNextSecond(1));
+  EXPECT_TRUE(wheel.OpenNextSecond(10));
+  EXPECT_TRUE(wheel.NextSecondOpen());
+  EXPECT_FALSE(wheel.OpenNextSecond(10));
+  EXPECT_EQ(wheel.stats().coarse_slots_opened, 1);
+  EXPECT_EQ(wheel.NextDueMs(), next_second + 5);
+  EXPECT_EQ(wheel.size(), 4u);
+  // One millisecond's entries keep their order.
+  EXPECT_THAT(Tags(wheel.Advance(next_second + 999)), ElementsAre(6, 4, 7, 1));
+  EXPECT_EQ(wheel.stats().coarse_slots_opened, 1);
+}
+
+TEST(TimingWheelTest, AdvanceFinishesAnOpenLeftHalfway) {
+  TimingWheel wheel(kT0);
+  const int64_t next_second = kT0 + 750;
+  for (uint64_t tag = 1; tag <= 5; ++tag) wheel.Insert(next_second + 1, tag);
+  wheel.Insert(next_second + kHour, 9);  // a later revolution: stays
+  ASSERT_TRUE(wheel.OpenNextSecond(3));
+  ASSERT_FALSE(wheel.NextSecondOpen());
+  EXPECT_THAT(Tags(wheel.Advance(next_second + 1)), ElementsAre(1, 2, 3, 4, 5));
+  EXPECT_EQ(wheel.size(), 1u);
+  EXPECT_THAT(Tags(wheel.Advance(next_second + kHour)), ElementsAre(9));
+}
+
+TEST(TimingWheelTest, CancelingTheLastEntryNotLookedAtFinishesTheOpen) {
+  TimingWheel wheel(kT0);
+  const int64_t next_second = kT0 + 750;
+  wheel.Insert(next_second + 1, 1);
+  const TimerHandle last = wheel.Insert(next_second + 2, 2);
+  ASSERT_TRUE(wheel.OpenNextSecond(1));
+  ASSERT_FALSE(wheel.NextSecondOpen());
+  EXPECT_TRUE(wheel.Cancel(last));
+  EXPECT_TRUE(wheel.NextSecondOpen());
+  EXPECT_EQ(wheel.NextDueMs(), next_second + 1);  // exact: it is open
+  EXPECT_THAT(Tags(wheel.Advance(next_second + 1)), ElementsAre(1));
+  EXPECT_TRUE(wheel.empty());
+}
+
 TEST(TimingWheelTest, CrowdsAreMillisecondsOfOpenSecondsThatGrewToTheSize) {
   TimingWheel wheel(kT0);
   wheel.SetCrowdSize(3);

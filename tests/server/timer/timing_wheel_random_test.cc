@@ -1,6 +1,7 @@
 // Drives a TimingWheel and a std::multimap reference model with the same
 // random operations — inserts (past, near, far, up to 100 years), batches,
-// cancels, reschedules, stale handles, opening ahead, crowds taken ahead
+// cancels, reschedules, stale handles, opening ahead (whole or in steps,
+// often left halfway), crowds taken ahead
 // (odd tags only), and advances by small steps, big jumps and backward steps
 // — and checks that exactly the due, non-canceled entries fire, none early,
 // each once, in due order, and that a take ahead returns exactly the
@@ -179,7 +180,14 @@ TEST(TimingWheelRandomTest, MatchesReferenceModel) {
         ++backward_steps;
       }
       now += step;
-      if (uniform(0, 2) == 0) wheel.OpenNextSecond();
+      // Opening ahead, whole or in steps (often left halfway, so that the
+      // ops that follow meet a second being opened).
+      const int64_t o = uniform(0, 5);
+      if (o == 0) {
+        wheel.OpenNextSecond();
+      } else if (o <= 2) {
+        wheel.OpenNextSecond(static_cast<size_t>(uniform(0, 8)));
+      }
       std::vector<TimerEntry> fired = wheel.Advance(now);
       for (size_t i = 0; i < fired.size(); ++i) {
         ASSERT_LE(fired[i].due_ms, now) << "fired early";
