@@ -289,6 +289,23 @@ void TimingWheel::FireFine(int bank, int last, std::vector<TimerEntry>* out) {
   }
 }
 
+void TimingWheel::MoveSecond(SlotArray& v, size_t begin, size_t end,
+                             int64_t sec, int bank, uint32_t* kept) {
+  const uint32_t fine = kFineBase + Bank(bank);
+  for (size_t k = begin; k < end; ++k) {
+    if (k + kPrefetchAhead < end) pool_.Prefetch(v[k + kPrefetchAhead]);
+    const uint32_t i = v[k];
+    WheelEntry& e = pool_[i];
+    if (FloorDiv(e.due_ms, kMsPerSec) == sec) {
+      Append(fine + static_cast<uint32_t>(e.due_ms - sec * kMsPerSec), i);
+    } else {  // cycles remaining
+      e.pos = *kept;
+      v[(*kept)++] = i;
+    }
+  }
+  stats_.entries_scanned += end - begin;
+}
+
 bool TimingWheel::OpenNextSecond(size_t max_entries) {
   if (next_open_) return false;
   const int64_t sec = cur_sec_ + 1;
@@ -300,23 +317,11 @@ bool TimingWheel::OpenNextSecond(size_t max_entries) {
     open_kept_ = 0;
     open_read_ = 0;
   }
-  // As OpenCoarse, in order (entries of one millisecond keep theirs), but
-  // resumable: the array is compacted only once all of it has been read.
-  const uint32_t fine = kFineBase + Bank(1 - cur_bank_);
+  // As OpenCoarse, but resumable: the array is compacted only once all of
+  // it has been read.
   const size_t n = v.size();  // entries added meanwhile come after
   const size_t stop = std::min(n, open_read_ + std::min(max_entries, n));
-  for (size_t k = open_read_; k < stop; ++k) {
-    if (k + kPrefetchAhead < stop) pool_.Prefetch(v[k + kPrefetchAhead]);
-    const uint32_t i = v[k];
-    WheelEntry& e = pool_[i];
-    if (FloorDiv(e.due_ms, kMsPerSec) == sec) {
-      Append(fine + static_cast<uint32_t>(e.due_ms - sec * kMsPerSec), i);
-    } else {  // cycles remaining
-      e.pos = open_kept_;
-      v[open_kept_++] = i;
-    }
-  }
-  stats_.entries_scanned += stop - open_read_;
+  MoveSecond(v, open_read_, stop, sec, 1 - cur_bank_, &open_kept_);
   open_read_ = static_cast<uint32_t>(stop);
   if (open_read_ < n) return true;
   v.resize(open_kept_);
@@ -330,22 +335,9 @@ bool TimingWheel::OpenNextSecond(size_t max_entries) {
 void TimingWheel::OpenCoarse(int64_t sec, int bank) {
   ++stats_.coarse_slots_opened;
   const uint32_t slot = CoarseSlot(sec);
-  const uint32_t fine = kFineBase + Bank(bank);
   SlotArray& v = slots_[slot];
-  const size_t n = v.size();
-  size_t kept = 0;
-  for (size_t k = 0; k < n; ++k) {
-    if (k + kPrefetchAhead < n) pool_.Prefetch(v[k + kPrefetchAhead]);
-    const uint32_t i = v[k];
-    WheelEntry& e = pool_[i];
-    if (FloorDiv(e.due_ms, kMsPerSec) == sec) {
-      Append(fine + static_cast<uint32_t>(e.due_ms - sec * kMsPerSec), i);
-    } else {  // cycles remaining
-      e.pos = static_cast<uint32_t>(kept);
-      v[kept++] = i;
-    }
-  }
-  stats_.entries_scanned += n;
+  uint32_t kept = 0;
+  MoveSecond(v, 0, v.size(), sec, bank, &kept);
   v.resize(kept);
   if (kept == 0) ClearBit(slot);
 }

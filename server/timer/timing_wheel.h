@@ -288,6 +288,11 @@ class TimingWheel {
   // Moves the entries of coarse slot `sec` due in second `sec` to fine
   // `bank`. REQUIRES: `bank` is empty.
   void OpenCoarse(int64_t sec, int bank);
+  // Reads v[begin, end) of second `sec`'s coarse slot in order: the entries
+  // due in `sec` go to fine `bank` (one millisecond's keep their order), the
+  // others to v[*kept] onwards, *kept counting them.
+  void MoveSecond(SlotArray& v, size_t begin, size_t end, int64_t sec, int bank,
+                  uint32_t* kept);
   // Advance over a gap of at least one revolution.
   void Sweep(int64_t now_ms, std::vector<TimerEntry>* out);
   // The first second > `after` whose coarse slot is non-empty, if any.
