@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -43,9 +44,27 @@ class KeyLocks {
     ~Guard() { locks_.Release(hashes_); }
 
    private:
+    friend class KeyLocks;
+    struct Adopt {};
+    // Takes over `hashes`, sorted, unique and already acquired.
+    Guard(KeyLocks& locks, std::vector<uint64_t> hashes, Adopt)
+        : locks_(locks), hashes_(std::move(hashes)) {}
+
     KeyLocks& locks_;
     std::vector<uint64_t> hashes_;  // sorted, unique
   };
+
+  // Takes the lock of `hash` if it is free, without waiting: null when it
+  // is held. The Guard may be destroyed on another thread than this one
+  // (a write handed to the CommitQueue gives its lock back there).
+  std::unique_ptr<Guard> TryLock(uint64_t hash) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!held_.insert(hash).second) return nullptr;
+    }
+    return std::unique_ptr<Guard>(
+        new Guard(*this, std::vector<uint64_t>{hash}, Guard::Adopt{}));
+  }
 
   // Returns once every hash held at the call has been released at least
   // once: each write under way then has finished. A barrier for a reader

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -103,6 +104,25 @@ TEST(KeyLocksTest, ContendedGuardsSerializeEachKey) {
     }
   }
   EXPECT_EQ(total, expected);
+}
+
+TEST(KeyLocksTest, TryLockTakesAFreeLockAndNeverWaitsForAHeldOne) {
+  KeyLocks locks;
+  {
+    KeyLocks::Guard held(locks, 7);
+    EXPECT_EQ(locks.TryLock(7), nullptr);  // held: no wait, no lock
+    EXPECT_EQ(locks.HeldForTesting(), 1u);
+    std::unique_ptr<KeyLocks::Guard> other = locks.TryLock(8);
+    ASSERT_NE(other, nullptr);
+    EXPECT_EQ(locks.HeldForTesting(), 2u);
+  }
+  EXPECT_EQ(locks.HeldForTesting(), 0u);
+  std::unique_ptr<KeyLocks::Guard> taken = locks.TryLock(7);
+  ASSERT_NE(taken, nullptr);
+  // Given back on another thread, as the CommitQueue's finisher does.
+  std::thread([&] { taken.reset(); }).join();
+  EXPECT_EQ(locks.HeldForTesting(), 0u);
+  KeyLocks::Guard again(locks, 7);  // free again: does not wait
 }
 
 }  // namespace
