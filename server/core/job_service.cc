@@ -50,7 +50,8 @@ JobService::JobService(storage::JobStore* store, timer::Clock* clock,
                               &deliverer_, &retention_}),
       query_(store_, clock_, &limits_, &topics_, &terminal_, &due_, metrics_,
              &deliverer_),
-      sweeper_(Sweeper::Deps{store_, clock_, &locks_, &ledger_, &retention_}) {
+      sweeper_(Sweeper::Deps{store_, clock_, &locks_, &ledger_, &retention_}),
+      commits_(store_, storage::Durability::kSync) {
   scheduler_.SetAhead(FirePath::SchedulerAhead());
 }
 

@@ -124,6 +124,12 @@ class JobService {
       const v1::ScheduleRequest& req) {
     return writer_.Schedule(req);
   }
+  // Schedule for a caller that must not wait (JobWriter::ScheduleAsync):
+  // false when it would have to, and the caller then runs Schedule.
+  bool ScheduleAsync(const v1::ScheduleRequest& req,
+                     JobWriter::ScheduleDone& done) {
+    return writer_.ScheduleAsync(req, commits_, done);
+  }
   absl::StatusOr<v1::ScheduleBatchResponse> ScheduleBatch(
       const v1::ScheduleBatchRequest& req) {
     return writer_.ScheduleBatch(req);
@@ -197,6 +203,8 @@ class JobService {
   // True when the fire thread has dealt with every timer fired and due by
   // now (a crowd taken ahead may still wait for its millisecond).
   bool FireSettledForTesting() { return fire_.SettledForTesting(); }
+  // The jobs' key locks, to hold one in a test.
+  KeyLocks& LocksForTesting() { return locks_; }
   const TopicTable& topics() const { return topics_; }
   const Limits& limits() const { return limits_; }
   size_t timers_pending() const { return scheduler_.size(); }
@@ -261,6 +269,9 @@ class JobService {
   JobWriter writer_;
   JobQuery query_;
   Sweeper sweeper_;
+  // After writer_, whose commits its callbacks finish: destroyed first, it
+  // answers what is queued while the writer is still there.
+  CommitQueue commits_;
 
   std::atomic<bool> terminal_scan_stop_{false};
   std::unique_ptr<timer::Clock::Waiter> terminal_scan_waiter_;  // by Start

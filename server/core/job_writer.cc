@@ -279,10 +279,70 @@ absl::StatusOr<v1::ScheduleResponse> JobWriter::Schedule(
   Decision d = Decide(*plan, locked->stored[0], locked->ahead[0], now_ms);
   if (!d.status.ok()) return d.status;
   if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
+  return ScheduleReply(d);
+}
+
+v1::ScheduleResponse JobWriter::ScheduleReply(Decision& d) {
   v1::ScheduleResponse response;
   *response.mutable_job() = std::move(d.job);
   response.set_created(d.created);
   return response;
+}
+
+bool JobWriter::ScheduleAsync(const v1::ScheduleRequest& req,
+                              CommitQueue& commits, ScheduleDone& done) {
+  const int64_t now_ms = d_.clock->NowMs();
+  absl::StatusOr<Planned> plan = Plan("", req, now_ms);
+  if (!plan.ok()) {
+    std::move(done)(plan.status());
+    return true;
+  }
+  const v1::JobSpec& spec = plan->request.job();
+  std::unique_ptr<KeyLocks::Guard> guard =
+      d_.locks->TryLock(KeyHash(spec.topic(), spec.id()));
+  if (guard == nullptr) return false;
+  std::vector<std::optional<JobRecord>> stored(1);
+  {
+    absl::StatusOr<std::optional<JobRecord>> one =
+        d_.store->Get(spec.topic(), spec.id());
+    if (!one.ok()) {
+      std::move(done)(one.status());
+      return true;
+    }
+    stored[0] = *std::move(one);
+  }
+  d_.deliverer->OverlayLeases(stored);
+  if (stored[0].has_value() && AheadChildId(*stored[0]).has_value()) {
+    return false;  // its occurrence made ahead needs its lock too
+  }
+  auto d = std::make_unique<Decision>(
+      Decide(*plan, stored[0], std::nullopt, now_ms));
+  if (!d->status.ok() || !d->mutation.has_value()) {
+    guard.reset();
+    if (!d->status.ok()) {
+      std::move(done)(d->status);
+    } else {
+      std::move(done)(ScheduleReply(*d));
+    }
+    return true;
+  }
+  storage::Mutation mutation = *std::move(d->mutation);
+  d->mutation.reset();
+  commits.Submit(std::move(mutation),
+                 [this, d = std::move(d), guard = std::move(guard),
+                  done = std::move(done)](absl::Status written,
+                                          storage::Mutation&& m) mutable {
+                   if (!written.ok()) {
+                     guard.reset();
+                     std::move(done)(written);
+                     return;
+                   }
+                   d->mutation = std::move(m);
+                   Commit(*d);
+                   guard.reset();
+                   std::move(done)(ScheduleReply(*d));
+                 });
+  return true;
 }
 
 absl::StatusOr<v1::ScheduleBatchResponse> JobWriter::ScheduleBatch(

@@ -35,9 +35,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "delayd/v1/delayd.pb.h"
+#include "server/core/commit_queue.h"
 #include "server/core/occurrences.h"
 #include "server/delivery/deliverer.h"
 #include "server/jobs/id_generator.h"
@@ -69,6 +71,18 @@ class JobWriter {
   JobWriter& operator=(const JobWriter&) = delete;
 
   absl::StatusOr<v1::ScheduleResponse> Schedule(const v1::ScheduleRequest& req);
+  // Schedule without waiting on the calling thread (gRPC's): answers
+  // exactly what Schedule would, through `done`, which runs on this thread
+  // or, after the write, on the CommitQueue's. The job's key lock is taken
+  // only if it is free, and the synced write goes to `commits`, shared
+  // with the writes queued beside it. Returns false, having done nothing
+  // and without calling `done`, when it would have had to wait for the key
+  // lock, or when the stored job made an occurrence ahead (which needs a
+  // second lock): the caller then runs Schedule where it may wait.
+  using ScheduleDone =
+      absl::AnyInvocable<void(absl::StatusOr<v1::ScheduleResponse>) &&>;
+  bool ScheduleAsync(const v1::ScheduleRequest& req, CommitQueue& commits,
+                     ScheduleDone& done);
   absl::StatusOr<v1::ScheduleBatchResponse> ScheduleBatch(
       const v1::ScheduleBatchRequest& req);
   // Requests of one ScheduleStream, in the order they came: each gets
@@ -179,6 +193,8 @@ class JobWriter {
   // Writes d's mutation, if any, synced; then Commit. On a write error
   // nothing changed.
   absl::Status WriteAndCommit(const Decision& d);
+  // Schedule's reply for `d`, which gives up its job.
+  static v1::ScheduleResponse ScheduleReply(Decision& d);
   // Reschedule of a recurring job (`stored`, SCHEDULED or PAUSED) with a
   // new recurrence: validated, its schedule restarted from now.
   absl::StatusOr<v1::RescheduleResponse> RescheduleRecurring(

@@ -23,7 +23,8 @@ DelayQueueService::DelayQueueService(JobService* jobs, RpcMetrics* metrics,
       leases_(kLeaseThreads, "delayd-lease"),
       reads_(kReadThreads, "delayd-read") {
   // Indices: the rpcs' order in delayd.proto's service DelayQueue.
-  RegisterUnary(0, "Schedule", &JobService::Schedule, Pool::kWrites);
+  RegisterUnary(0, "Schedule", &JobService::Schedule, Pool::kWrites,
+                &JobService::ScheduleAsync);
   RegisterUnary(1, "ScheduleBatch", &JobService::ScheduleBatch, Pool::kWrites);
   RegisterUnary(2, "Reschedule", &JobService::Reschedule, Pool::kWrites);
   RegisterUnary(3, "Cancel", &JobService::Cancel, Pool::kWrites);
@@ -126,14 +127,16 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* DelayQueueService::Subscribe(
 template <typename Request, typename Response>
 void DelayQueueService::RegisterUnary(
     int index, const char* name,
-    absl::StatusOr<Response> (JobService::*method)(const Request&), Pool pool) {
+    absl::StatusOr<Response> (JobService::*method)(const Request&), Pool pool,
+    AsyncStart<Request, Response> async) {
   MarkMethodRawCallback(
       index,
       new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer,
                                                grpc::ByteBuffer>(
-          [this, name, method, pool](grpc::CallbackServerContext* context,
-                                     const grpc::ByteBuffer* request_bytes,
-                                     grpc::ByteBuffer* response_bytes) {
+          [this, name, method, pool, async](
+              grpc::CallbackServerContext* context,
+              const grpc::ByteBuffer* request_bytes,
+              grpc::ByteBuffer* response_bytes) {
             const absl::Time start = absl::Now();
             grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
             // The nested lambdas capture plain pointers, not `this`: built
@@ -188,10 +191,10 @@ void DelayQueueService::RegisterUnary(
                   std::make_shared<QuotaKeeper::Ticket>(*std::move(admitted));
             }
             const bool audited = IsAdminMethod(name);
-            auto call = [jobs, method, request, response_bytes, finish,
-                         caller = *std::move(caller), name, audited,
-                         topic = std::move(topic), ticket] {
-              absl::StatusOr<Response> result = (jobs->*method)(*request);
+            auto complete = [request, response_bytes, finish,
+                             caller = *std::move(caller), name, audited,
+                             topic = std::move(topic),
+                             ticket](absl::StatusOr<Response> result) {
               // The write is applied (its jobs count as live): give back
               // what was reserved before the caller can call again.
               if (ticket != nullptr) *ticket = QuotaKeeper::Ticket();
@@ -201,6 +204,18 @@ void DelayQueueService::RegisterUnary(
               }
               if (audited) Audit(caller, name, topic, result.status());
               finish(result.status());
+            };
+            if (async != nullptr) {
+              // Started here if it need not wait; then finished from the
+              // CommitQueue's thread after its write.
+              absl::AnyInvocable<void(absl::StatusOr<Response>)&&> done =
+                  [complete](absl::StatusOr<Response> result) {
+                    complete(std::move(result));
+                  };
+              if ((jobs->*async)(*request, done)) return reactor;
+            }
+            auto call = [jobs, method, request, complete] {
+              complete((jobs->*method)(*request));
             };
             switch (pool) {
               case Pool::kWrites:

@@ -2,10 +2,14 @@
 // callback API. Unary rpcs are registered as raw methods: the request bytes
 // are parsed here (request_parser.h) so that even a request protobuf itself
 // refuses (invalid UTF-8 in a string) gets INVALID_ARGUMENT naming the
-// field. Every unary call runs the JobService on a worker thread, never on
+// field. A unary call runs the JobService on a worker thread, never on
 // gRPC's callback thread: each can wait (for a key lock held through a
 // synced write, a RocksDB write stall, an fsync, a long scan), and gRPC has
-// as few as two callback threads for every call and stream. The workers are
+// as few as two callback threads for every call and stream. Schedule is the
+// exception: it is decided on gRPC's thread when its job's key lock is free
+// (JobWriter::ScheduleAsync), and its write goes to the CommitQueue, which
+// replies after the fsync; a Schedule whose lock is held runs on a worker
+// as the others do. The workers are
 // three pools, so that one kind of wait does not starve the others:
 // writes (Schedule, ScheduleBatch, Reschedule, Cancel, CancelByPrefix,
 // Redrive), lease transitions (Ack, Nack, ExtendLease), and reads (GetJob,
@@ -29,6 +33,7 @@
 
 #include <atomic>
 
+#include "absl/functional/any_invocable.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "server/core/access.h"
 #include "server/core/job_service.h"
@@ -71,13 +76,21 @@ class DelayQueueService final : public v1::DelayQueue::CallbackService {
   static constexpr int kReadThreads = 4;
   // Which pool runs a call (see the class comment).
   enum class Pool { kWrites, kLeases, kReads };
+  // A JobService method that starts a call without waiting, and answers
+  // it through the callback (from another thread, later, or at once), or
+  // returns false, having done nothing, when it would have had to wait.
+  template <typename Request, typename Response>
+  using AsyncStart = bool (JobService::*)(
+      const Request&, absl::AnyInvocable<void(absl::StatusOr<Response>) &&>&);
   // Registers `method` of the JobService as raw unary method `index` of the
-  // service (the method's position in delayd.proto).
+  // service (the method's position in delayd.proto). With `async`, a call
+  // is first started on gRPC's thread, and runs `method` on `pool` only
+  // when `async` declines it.
   template <typename Request, typename Response>
   void RegisterUnary(
       int index, const char* name,
-      absl::StatusOr<Response> (JobService::*method)(const Request&),
-      Pool pool);
+      absl::StatusOr<Response> (JobService::*method)(const Request&), Pool pool,
+      AsyncStart<Request, Response> async = nullptr);
 
   // The caller of a call; open access when access_ is null.
   absl::StatusOr<Caller> Authenticate(

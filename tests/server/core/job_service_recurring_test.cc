@@ -239,6 +239,13 @@ TEST_F(RecurringTest, ChangingTheJobWithdrawsItsOccurrenceMadeAhead) {
   ASSERT_TRUE(Stored("t", Child("r", kStartMs + 40'000)).has_value());
   v1::ScheduleRequest replace = EveryReq("r", 30'000);
   replace.set_if_exists(v1::IF_EXISTS_REPLACE);
+  // Withdrawing needs the occurrence's lock too: ScheduleAsync declines,
+  // having changed nothing, and Schedule does it.
+  JobWriter::ScheduleDone never = [](absl::StatusOr<v1::ScheduleResponse>) {
+    ADD_FAILURE() << "answered";
+  };
+  EXPECT_FALSE(service().ScheduleAsync(replace, never));
+  ASSERT_TRUE(Stored("t", Child("r", kStartMs + 40'000)).has_value());
   ASSERT_OK(service().Schedule(replace));
   EXPECT_FALSE(Stored("t", Child("r", kStartMs + 40'000)).has_value());
 

@@ -1,11 +1,14 @@
 // JobService: Schedule and ScheduleBatch — every if_exists mode, generated
 // ids, and a refusal with "nothing changed" for each limit of DESIGN.md's
 // limits table.
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/core/job_service_test_util.h"
@@ -426,6 +429,99 @@ TEST_F(JobServiceTest, ScheduleBatchRefusesEmptyAndOversizedBatches) {
                        service().ScheduleBatch(big));
   EXPECT_EQ(r.results_size(), 1000);
   EXPECT_EQ(Counts("t").live, 1001);
+}
+
+// Runs ScheduleAsync and waits for its answer; nullopt when it declined
+// (it must then not answer at all).
+std::optional<absl::StatusOr<v1::ScheduleResponse>> ScheduleAsyncAndWait(
+    JobService& service, const v1::ScheduleRequest& req) {
+  auto answered = std::make_shared<absl::Notification>();
+  auto result = std::make_shared<absl::StatusOr<v1::ScheduleResponse>>();
+  JobWriter::ScheduleDone done =
+      [answered, result](absl::StatusOr<v1::ScheduleResponse> r) {
+        *result = std::move(r);
+        answered->Notify();
+      };
+  if (!service.ScheduleAsync(req, done)) {
+    EXPECT_FALSE(answered->HasBeenNotified());
+    return std::nullopt;
+  }
+  EXPECT_TRUE(answered->WaitForNotificationWithTimeout(kWait));
+  return *result;
+}
+
+// ScheduleAsync answers what Schedule answers, writes once per change
+// (synced), and writes nothing for an identical retry or a refusal.
+TEST_F(JobServiceTest, ScheduleAsyncAnswersAsScheduleDoes) {
+  v1::ScheduleRequest req =
+      ScheduleReq("t", "a", 30'000, "p", v1::IF_EXISTS_FAIL);
+  auto created = ScheduleAsyncAndWait(service(), req);
+  ASSERT_TRUE(created.has_value());
+  ASSERT_OK(*created);
+  EXPECT_TRUE((*created)->created());
+  EXPECT_EQ(Ms((*created)->job().fire_at()), kStartMs + 30'000);
+  std::optional<storage::JobRecord> stored = Stored("t", "a");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->job().SerializeAsString(),
+            (*created)->job().SerializeAsString());
+  EXPECT_EQ(memory_.stats().synced_writes, 1u);
+  EXPECT_EQ(service().timers_pending(), 1u);
+  EXPECT_EQ(Counts("t").live, 1);
+  const std::string before = State();
+
+  // An identical retry: the same job, created = false, nothing written.
+  auto retry = ScheduleAsyncAndWait(service(), req);
+  ASSERT_TRUE(retry.has_value());
+  ASSERT_OK(*retry);
+  EXPECT_FALSE((*retry)->created());
+  EXPECT_EQ((*retry)->job().SerializeAsString(),
+            (*created)->job().SerializeAsString());
+  // A different spec: refused, as Schedule refuses it.
+  v1::ScheduleRequest other = ScheduleReq("t", "a", 60'000, "q");
+  auto refused = ScheduleAsyncAndWait(service(), other);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(refused->status(), service().Schedule(other).status());
+  // Invalid: refused naming the field.
+  v1::ScheduleRequest invalid = ScheduleReq("", "b", 1000);
+  auto bad = ScheduleAsyncAndWait(service(), invalid);
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad->status().message()), HasSubstr("job.topic"));
+  EXPECT_EQ(State(), before);
+  EXPECT_EQ(memory_.stats().synced_writes, 1u);
+
+  // REPLACE: written, the timer moved.
+  other.set_if_exists(v1::IF_EXISTS_REPLACE);
+  auto replaced = ScheduleAsyncAndWait(service(), other);
+  ASSERT_TRUE(replaced.has_value());
+  ASSERT_OK(*replaced);
+  EXPECT_TRUE((*replaced)->created());
+  EXPECT_EQ(Ms(Stored("t", "a")->job().fire_at()), kStartMs + 60'000);
+  EXPECT_EQ(memory_.stats().synced_writes, 2u);
+  EXPECT_EQ(service().timers_pending(), 1u);
+  EXPECT_EQ(Counts("t").live, 1);
+}
+
+// With the job's key lock held (a write of it under way), ScheduleAsync
+// does nothing and says so, for the caller to run Schedule, which waits.
+TEST_F(JobServiceTest, ScheduleAsyncDeclinesWhileTheJobIsLocked) {
+  const std::string before = State();
+  {
+    KeyLocks::Guard held(service().LocksForTesting(), KeyHash("t", "x"));
+    EXPECT_FALSE(ScheduleAsyncAndWait(service(), ScheduleReq("t", "x", 1000))
+                     .has_value());
+    EXPECT_EQ(State(), before);
+    EXPECT_EQ(memory_.stats().synced_writes, 0u);
+    // Another job is not held up.
+    auto other = ScheduleAsyncAndWait(service(), ScheduleReq("t", "y", 1000));
+    ASSERT_TRUE(other.has_value());
+    EXPECT_OK(*other);
+  }
+  auto now_free = ScheduleAsyncAndWait(service(), ScheduleReq("t", "x", 1000));
+  ASSERT_TRUE(now_free.has_value());
+  EXPECT_OK(*now_free);
+  EXPECT_EQ(Counts("t").live, 2);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // DelayQueueService over real gRPC on loopback, in process, so that the store
 // under it can stall: a write that hangs in the store (a RocksDB write stall,
 // a key lock held through a slow fsync) must never hold one of gRPC's
-// callback threads, so every other rpc keeps answering.
+// callback threads, so every other rpc keeps answering. (Unary Schedules
+// share one writer, the CommitQueue's: a stalled one holds those queued
+// behind it, as RocksDB's writers all wait behind its write leader.)
 #include "server/rpc/delay_queue_service.h"
 
 #include <atomic>
@@ -119,36 +121,51 @@ class DelayQueueServiceTest : public ::testing::Test {
     jobs_.reset();
   }
 
-  // Starts `n` Schedule calls on topic kStalled, each on its own thread, and
-  // counts the ones that end OK.
-  void StartStalledSchedules(int n) {
+  // Starts `n` calls that schedule a job of topic kStalled, each on its own
+  // thread, and counts the ones that end OK. kSchedule: unary Schedules,
+  // whose writes share the CommitQueue's thread; kBatch: ScheduleBatch, one
+  // job each, each written on a write worker.
+  enum class Path { kSchedule, kBatch };
+  void StartStalledSchedules(int n, Path path) {
     for (int i = 0; i < n; ++i) {
-      callers_.emplace_back([this, i] {
+      callers_.emplace_back([this, i, path] {
         grpc::ClientContext context;
         SetDeadline(context, absl::Seconds(60));
-        v1::ScheduleResponse reply;
-        const grpc::Status s = stub_->Schedule(
-            &context,
-            ScheduleReq(kStalled, absl::StrCat("s", i), absl::Hours(1)),
-            &reply);
+        const v1::ScheduleRequest req =
+            ScheduleReq(kStalled, absl::StrCat("s", i), absl::Hours(1));
+        grpc::Status s;
+        if (path == Path::kSchedule) {
+          v1::ScheduleResponse reply;
+          s = stub_->Schedule(&context, req, &reply);
+        } else {
+          v1::ScheduleBatchRequest batch;
+          *batch.add_requests() = req;
+          v1::ScheduleBatchResponse reply;
+          s = stub_->ScheduleBatch(&context, batch, &reply);
+        }
         if (s.ok()) ++stalled_ok_;
       });
     }
   }
 
+  // Schedules one job with ScheduleBatch, which a write worker writes: a
+  // unary Schedule would queue behind the stalled one on the CommitQueue,
+  // as with RocksDB, whose writers all queue behind its write leader.
+  void MustScheduleOnAWorker(const std::string& topic, const std::string& id,
+                             absl::Duration delay) {
+    grpc::ClientContext context;
+    SetDeadline(context, kWait);
+    v1::ScheduleBatchRequest batch;
+    *batch.add_requests() = ScheduleReq(topic, id, delay);
+    v1::ScheduleBatchResponse reply;
+    const grpc::Status s = stub_->ScheduleBatch(&context, batch, &reply);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+
   // The rpcs that must answer while writes of kStalled hang: reads, writes
-  // of other topics, and a delivery's ack.
+  // of other topics on the write workers, and a delivery and its ack.
   void ExpectOtherRpcsAnswer() {
-    {
-      grpc::ClientContext context;
-      SetDeadline(context, kWait);
-      v1::ScheduleResponse reply;
-      EXPECT_TRUE(stub_
-                      ->Schedule(&context,
-                                 ScheduleReq("free", "later", absl::Hours(1)),
-                                 &reply)
-                      .ok());
-    }
+    MustScheduleOnAWorker("free", "later", absl::Hours(1));
     {
       grpc::ClientContext context;
       SetDeadline(context, kWait);
@@ -175,17 +192,7 @@ class DelayQueueServiceTest : public ::testing::Test {
           stub_->GetStats(&context, v1::GetStatsRequest(), &reply).ok());
     }
     // A job of another topic is delivered and acked.
-    {
-      grpc::ClientContext context;
-      SetDeadline(context, kWait);
-      v1::ScheduleResponse reply;
-      ASSERT_TRUE(
-          stub_
-              ->Schedule(&context,
-                         ScheduleReq("free", "now", absl::ZeroDuration()),
-                         &reply)
-              .ok());
-    }
+    MustScheduleOnAWorker("free", "now", absl::ZeroDuration());
     grpc::ClientContext stream_context;
     SetDeadline(stream_context, kWait);
     v1::SubscribeRequest sub;
@@ -221,13 +228,16 @@ class DelayQueueServiceTest : public ::testing::Test {
   std::atomic<int> stalled_ok_{0};
 };
 
-// A few stalled writes: each waits on a worker, not on a gRPC thread.
+// A few stalled Schedules: the first waits in the store on the
+// CommitQueue's thread, the rest queue behind it, none on a gRPC thread, and
+// none is answered before its write.
 TEST_F(DelayQueueServiceTest, StalledWritesLeaveOtherRpcsAnswering) {
   store_.Stall();
-  StartStalledSchedules(8);
-  ASSERT_TRUE(PollUntil([&] { return store_.stalled() == 8; }, kWait))
-      << store_.stalled() << " of 8 stalled writes reached the store";
+  StartStalledSchedules(8, Path::kSchedule);
+  ASSERT_TRUE(PollUntil([&] { return store_.stalled() == 1; }, kWait))
+      << store_.stalled() << " stalled writes reached the store";
   ExpectOtherRpcsAnswer();
+  EXPECT_EQ(stalled_ok_, 0);
   store_.Release();
   for (std::thread& t : callers_) t.join();
   callers_.clear();
@@ -238,7 +248,7 @@ TEST_F(DelayQueueServiceTest, StalledWritesLeaveOtherRpcsAnswering) {
 // acks, which have workers of their own, still answer.
 TEST_F(DelayQueueServiceTest, ReadsAndAcksAnswerWhenEveryWriterIsStalled) {
   store_.Stall();
-  StartStalledSchedules(40);
+  StartStalledSchedules(40, Path::kBatch);
   ASSERT_TRUE(PollUntil([&] { return store_.stalled() >= 8; }, kWait))
       << store_.stalled() << " stalled writes reached the store";
   {
@@ -260,6 +270,7 @@ TEST_F(DelayQueueServiceTest, ReadsAndAcksAnswerWhenEveryWriterIsStalled) {
     // Not written yet: its write is stalled.
     EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
   }
+  EXPECT_EQ(stalled_ok_, 0);
   store_.Release();
   for (std::thread& t : callers_) t.join();
   callers_.clear();
