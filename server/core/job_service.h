@@ -203,6 +203,7 @@ class JobService {
   // True when the fire thread has dealt with every timer fired and due by
   // now (a crowd taken ahead may still wait for its millisecond).
   bool FireSettledForTesting() { return fire_.SettledForTesting(); }
+  const CommitQueue& commits() const { return commits_; }
   // The jobs' key locks, to hold one in a test.
   KeyLocks& LocksForTesting() { return locks_; }
   const TopicTable& topics() const { return topics_; }

@@ -18,6 +18,12 @@ prometheus::ClientMetric Gauge(
   return metric;
 }
 
+prometheus::ClientMetric Counter(double value) {
+  prometheus::ClientMetric metric;
+  metric.counter.value = value;
+  return metric;
+}
+
 }  // namespace
 
 std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
@@ -72,9 +78,23 @@ std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
       "Timers pending in the timing wheel",
       prometheus::MetricType::Gauge,
       {Gauge({}, static_cast<double>(jobs_->timers_pending()))}};
+  const CommitQueue& commits = jobs_->commits();
+  prometheus::MetricFamily commit_writes{
+      "delayd_commit_writes_total",
+      "Synced store writes made by the commit queue, which unary Schedules "
+      "share",
+      prometheus::MetricType::Counter,
+      {Counter(static_cast<double>(commits.writes()))}};
+  prometheus::MetricFamily commit_jobs{
+      "delayd_commit_jobs_total",
+      "Unary Schedules written by the commit queue; per "
+      "delayd_commit_writes_total, the Schedules that shared an fsync",
+      prometheus::MetricType::Counter,
+      {Counter(static_cast<double>(commits.written()))}};
   std::vector<prometheus::MetricFamily> families = {
       std::move(jobs),          std::move(subscribers), std::move(unwritten),
-      std::move(payload_bytes), std::move(wheel),       DueWithin()};
+      std::move(payload_bytes), std::move(wheel),       DueWithin(),
+      std::move(commit_writes), std::move(commit_jobs)};
   if (const int64_t horizon = jobs_->memory_horizon_ms();
       horizon != JobTimers::kNoHorizon) {
     families.push_back(prometheus::MetricFamily{

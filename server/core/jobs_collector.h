@@ -1,7 +1,8 @@
 // JobsCollector: gauges read from the JobService when Prometheus scrapes —
 // delayd_jobs{topic,state}, delayd_subscribers{topic},
 // delayd_deliveries_unwritten{topic}, delayd_pending_payload_bytes{topic},
-// delayd_wheel_entries, delayd_jobs_due_within{topic,window} and, with a
+// delayd_wheel_entries, delayd_jobs_due_within{topic,window}, the counters
+// delayd_commit_{writes,jobs}_total of the CommitQueue and, with a
 // memory horizon, delayd_memory_horizon_timestamp_seconds. Computing
 // them at scrape time keeps the hot paths free of metric updates.
 //

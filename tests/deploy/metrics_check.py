@@ -164,6 +164,8 @@ def main():
             "delayd_jobs": "gauge",
             "delayd_subscribers": "gauge",
             "delayd_wheel_entries": "gauge",
+            "delayd_commit_writes_total": "counter",
+            "delayd_commit_jobs_total": "counter",
             "delayd_jobs_due_within": "gauge",
             "delayd_fire_lateness_seconds": "histogram",
             "delayd_store_write_duration_seconds": "histogram",
@@ -214,6 +216,9 @@ def main():
              "==", 26),
             ("rpcs OK", value("delayd_rpcs_total", method="Schedule", code="OK"),
              "==", 26),
+            # One at a time, each unary Schedule is its own synced write.
+            ("commit writes", value("delayd_commit_writes_total"), "==", 26),
+            ("commit jobs", value("delayd_commit_jobs_total"), "==", 26),
             ("rpcs NOT_FOUND",
              value("delayd_rpcs_total", method="GetJob", code="NOT_FOUND"),
              "==", 1),
