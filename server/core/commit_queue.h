@@ -1,11 +1,12 @@
 // CommitQueue: group commit for single writes that are not to wait on the
 // caller's thread. A caller (a unary Schedule on gRPC's callback thread)
 // prepares its mutation under its key lock and submits it with a callback.
-// One committer thread takes everything queued, writes it as one synced
-// store batch (one WAL record, one fsync), and then runs each callback with
-// the status and the mutation. Calls that come while it syncs queue up and
-// share the next fsync: a leader writes the pending batch and syncs once
-// while the others wait, and no caller holds a thread while it waits.
+// One committer thread takes everything queued and writes it as one synced
+// store batch (one WAL record, one fsync); each callback then gets its
+// write's status and its mutation back. Calls that come while it syncs
+// queue up and share the next fsync: a leader writes the pending batch and
+// syncs once while the others wait, and no caller holds a thread while it
+// waits.
 //
 // A batch fails as a whole (one WriteBatch), and a failure must not reach a
 // write that would have succeeded alone: when a batch of several fails, each
@@ -46,8 +47,8 @@ class CommitQueue {
 
   void Submit(storage::Mutation mutation, Done done);
 
-  // Store writes made, and mutations written by them (for tests and the
-  // batching figures).
+  // Store writes made, and mutations written by them (tests, and the
+  // metrics delayd_commit_{writes,jobs}_total).
   int64_t writes() const;
   int64_t written() const;
 
