@@ -124,11 +124,15 @@ class JobService {
       const v1::ScheduleRequest& req) {
     return writer_.Schedule(req);
   }
-  // Schedule for a caller that must not wait (JobWriter::ScheduleAsync):
-  // false when it would have to, and the caller then runs Schedule.
+  // Schedule and Cancel for a caller that must not wait
+  // (JobWriter::ScheduleAsync): false when it would have to, and the caller
+  // then runs Schedule or Cancel.
   bool ScheduleAsync(const v1::ScheduleRequest& req,
                      JobWriter::ScheduleDone& done) {
     return writer_.ScheduleAsync(req, commits_, done);
+  }
+  bool CancelAsync(const v1::CancelRequest& req, JobWriter::CancelDone& done) {
+    return writer_.CancelAsync(req, commits_, done);
   }
   absl::StatusOr<v1::ScheduleBatchResponse> ScheduleBatch(
       const v1::ScheduleBatchRequest& req) {

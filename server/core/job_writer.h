@@ -99,6 +99,11 @@ class JobWriter {
   absl::StatusOr<v1::RescheduleResponse> Reschedule(
       const v1::RescheduleRequest& req);
   absl::StatusOr<v1::CancelResponse> Cancel(const v1::CancelRequest& req);
+  // Cancel without waiting on the calling thread, as ScheduleAsync.
+  using CancelDone =
+      absl::AnyInvocable<void(absl::StatusOr<v1::CancelResponse>) &&>;
+  bool CancelAsync(const v1::CancelRequest& req, CommitQueue& commits,
+                   CancelDone& done);
   // ---- job_writer_prefix.cc ----
   absl::StatusOr<v1::CancelByPrefixResponse> CancelByPrefix(
       const v1::CancelByPrefixRequest& req);
@@ -195,6 +200,23 @@ class JobWriter {
   absl::Status WriteAndCommit(const Decision& d);
   // Schedule's reply for `d`, which gives up its job.
   static v1::ScheduleResponse ScheduleReply(Decision& d);
+  // The first steps of an Async call on one job, on a thread that must not
+  // wait: the job's key lock, only if it is free, and the stored job with
+  // its lease overlaid. nullopt, holding nothing, when it would have to
+  // wait: the lock is held, or the job made an occurrence ahead, whose lock
+  // it would need too (the caller then runs the call where it may wait).
+  struct LockedOne {
+    std::unique_ptr<KeyLocks::Guard> guard;
+    std::optional<storage::JobRecord> stored;
+  };
+  std::optional<absl::StatusOr<LockedOne>> TryLockAndRead(
+      std::string_view topic, std::string_view id);
+  // Hands d's mutation to `commits`; after the write, Commit (when it
+  // succeeded), the lock given back, then `reply` with the write's status.
+  void SubmitDecision(
+      CommitQueue& commits, std::unique_ptr<Decision> d,
+      std::unique_ptr<KeyLocks::Guard> guard,
+      absl::AnyInvocable<void(absl::Status, Decision&) &&> reply);
   // Reschedule of a recurring job (`stored`, SCHEDULED or PAUSED) with a
   // new recurrence: validated, its schedule restarted from now.
   absl::StatusOr<v1::RescheduleResponse> RescheduleRecurring(

@@ -82,13 +82,13 @@ std::vector<prometheus::MetricFamily> JobsCollector::Collect() const {
   prometheus::MetricFamily commit_writes{
       "delayd_commit_writes_total",
       "Synced store writes made by the commit queue, which unary Schedules "
-      "share",
+      "and Cancels share",
       prometheus::MetricType::Counter,
       {Counter(static_cast<double>(commits.writes()))}};
   prometheus::MetricFamily commit_jobs{
       "delayd_commit_jobs_total",
-      "Unary Schedules written by the commit queue; per "
-      "delayd_commit_writes_total, the Schedules that shared an fsync",
+      "Unary Schedules and Cancels written by the commit queue; per "
+      "delayd_commit_writes_total, the calls that shared an fsync",
       prometheus::MetricType::Counter,
       {Counter(static_cast<double>(commits.written()))}};
   std::vector<prometheus::MetricFamily> families = {

@@ -27,7 +27,8 @@ DelayQueueService::DelayQueueService(JobService* jobs, RpcMetrics* metrics,
                 &JobService::ScheduleAsync);
   RegisterUnary(1, "ScheduleBatch", &JobService::ScheduleBatch, Pool::kWrites);
   RegisterUnary(2, "Reschedule", &JobService::Reschedule, Pool::kWrites);
-  RegisterUnary(3, "Cancel", &JobService::Cancel, Pool::kWrites);
+  RegisterUnary(3, "Cancel", &JobService::Cancel, Pool::kWrites,
+                &JobService::CancelAsync);
   RegisterUnary(4, "CancelByPrefix", &JobService::CancelByPrefix,
                 Pool::kWrites);
   RegisterUnary(5, "GetJob", &JobService::GetJob, Pool::kReads);

@@ -5,11 +5,11 @@
 // field. A unary call runs the JobService on a worker thread, never on
 // gRPC's callback thread: each can wait (for a key lock held through a
 // synced write, a RocksDB write stall, an fsync, a long scan), and gRPC has
-// as few as two callback threads for every call and stream. Schedule is the
-// exception: it is decided on gRPC's thread when its job's key lock is free
-// (JobWriter::ScheduleAsync), and its write goes to the CommitQueue, which
-// replies after the fsync; a Schedule whose lock is held runs on a worker
-// as the others do. The workers are
+// as few as two callback threads for every call and stream. Schedule and
+// Cancel are the exceptions: each is decided on gRPC's thread when its
+// job's key lock is free (JobWriter::ScheduleAsync, CancelAsync), and its
+// write goes to the CommitQueue, which replies after the fsync; one whose
+// lock is held runs on a worker as the others do. The workers are
 // three pools, so that one kind of wait does not starve the others:
 // writes (Schedule, ScheduleBatch, Reschedule, Cancel, CancelByPrefix,
 // Redrive), lease transitions (Ack, Nack, ExtendLease), and reads (GetJob,

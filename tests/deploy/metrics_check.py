@@ -216,9 +216,10 @@ def main():
              "==", 26),
             ("rpcs OK", value("delayd_rpcs_total", method="Schedule", code="OK"),
              "==", 26),
-            # One at a time, each unary Schedule is its own synced write.
-            ("commit writes", value("delayd_commit_writes_total"), "==", 26),
-            ("commit jobs", value("delayd_commit_jobs_total"), "==", 26),
+            # One at a time, each unary Schedule (26) and Cancel (1) is its
+            # own synced write.
+            ("commit writes", value("delayd_commit_writes_total"), "==", 27),
+            ("commit jobs", value("delayd_commit_jobs_total"), "==", 27),
             ("rpcs NOT_FOUND",
              value("delayd_rpcs_total", method="GetJob", code="NOT_FOUND"),
              "==", 1),

@@ -431,23 +431,18 @@ TEST_F(JobServiceTest, ScheduleBatchRefusesEmptyAndOversizedBatches) {
   EXPECT_EQ(Counts("t").live, 1001);
 }
 
-// Runs ScheduleAsync and waits for its answer; nullopt when it declined
-// (it must then not answer at all).
 std::optional<absl::StatusOr<v1::ScheduleResponse>> ScheduleAsyncAndWait(
     JobService& service, const v1::ScheduleRequest& req) {
-  auto answered = std::make_shared<absl::Notification>();
-  auto result = std::make_shared<absl::StatusOr<v1::ScheduleResponse>>();
-  JobWriter::ScheduleDone done =
-      [answered, result](absl::StatusOr<v1::ScheduleResponse> r) {
-        *result = std::move(r);
-        answered->Notify();
-      };
-  if (!service.ScheduleAsync(req, done)) {
-    EXPECT_FALSE(answered->HasBeenNotified());
-    return std::nullopt;
-  }
-  EXPECT_TRUE(answered->WaitForNotificationWithTimeout(kWait));
-  return *result;
+  return RunAsync<v1::ScheduleResponse>([&](JobWriter::ScheduleDone& done) {
+    return service.ScheduleAsync(req, done);
+  });
+}
+
+std::optional<absl::StatusOr<v1::CancelResponse>> CancelAsyncAndWait(
+    JobService& service, const v1::CancelRequest& req) {
+  return RunAsync<v1::CancelResponse>([&](JobWriter::CancelDone& done) {
+    return service.CancelAsync(req, done);
+  });
 }
 
 // ScheduleAsync answers what Schedule answers, writes once per change
@@ -522,6 +517,42 @@ TEST_F(JobServiceTest, ScheduleAsyncDeclinesWhileTheJobIsLocked) {
   ASSERT_TRUE(now_free.has_value());
   EXPECT_OK(*now_free);
   EXPECT_EQ(Counts("t").live, 2);
+}
+
+// CancelAsync answers what Cancel answers: a scheduled job canceled
+// (written once, synced, its timer and counts gone), an absent one
+// NOT_FOUND and a bad key INVALID_ARGUMENT without a write; it declines,
+// writing nothing, while the job's lock is held.
+TEST_F(JobServiceTest, CancelAsyncAnswersAsCancelDoes) {
+  MustSchedule("t", "a", 30'000);
+  MustSchedule("t", "b", 30'000);
+  ASSERT_EQ(memory_.stats().synced_writes, 2u);
+  auto canceled = CancelAsyncAndWait(service(), CancelReq("t", "a"));
+  ASSERT_TRUE(canceled.has_value());
+  ASSERT_OK(*canceled);
+  EXPECT_EQ((*canceled)->outcome(), v1::CANCEL_OUTCOME_CANCELED);
+  EXPECT_EQ((*canceled)->job().state(), v1::JOB_STATE_CANCELED);
+  EXPECT_FALSE(Stored("t", "a").has_value());
+  EXPECT_EQ(memory_.stats().synced_writes, 3u);
+  EXPECT_EQ(service().timers_pending(), 1u);
+  EXPECT_EQ(Counts("t").live, 1);
+  const std::string before = State();
+
+  auto absent = CancelAsyncAndWait(service(), CancelReq("t", "a"));
+  ASSERT_TRUE(absent.has_value());
+  ASSERT_OK(*absent);
+  EXPECT_EQ((*absent)->outcome(), v1::CANCEL_OUTCOME_NOT_FOUND);
+  auto bad = CancelAsyncAndWait(service(), CancelReq("", "a"));
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad->status().message()), HasSubstr("key.topic"));
+  {
+    KeyLocks::Guard held(service().LocksForTesting(), KeyHash("t", "b"));
+    EXPECT_FALSE(
+        CancelAsyncAndWait(service(), CancelReq("t", "b")).has_value());
+  }
+  EXPECT_EQ(State(), before);
+  EXPECT_EQ(memory_.stats().synced_writes, 3u);
 }
 
 }  // namespace

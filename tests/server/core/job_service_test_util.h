@@ -13,8 +13,10 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "delayd/proto_time.h"
 #include "delayd/v1/delayd.pb.h"
@@ -100,6 +102,26 @@ inline void ExpectInvalid(const absl::Status& status, std::string_view field) {
   EXPECT_THAT(std::string(status.message()),
               ::testing::StartsWith(absl::StrCat(AsAbsl(field), ":")))
       << status;
+}
+
+// Runs an Async call of the JobService (`start(done)`, e.g. ScheduleAsync)
+// and waits for its answer; nullopt when it declined, and then it must not
+// have answered.
+template <typename Response, typename Start>
+std::optional<absl::StatusOr<Response>> RunAsync(Start start) {
+  auto answered = std::make_shared<absl::Notification>();
+  auto result = std::make_shared<absl::StatusOr<Response>>();
+  absl::AnyInvocable<void(absl::StatusOr<Response>)&&> done =
+      [answered, result](absl::StatusOr<Response> r) {
+        *result = std::move(r);
+        answered->Notify();
+      };
+  if (!start(done)) {
+    EXPECT_FALSE(answered->HasBeenNotified());
+    return std::nullopt;
+  }
+  EXPECT_TRUE(answered->WaitForNotificationWithTimeout(kWait));
+  return *result;
 }
 
 class JobServiceTest : public ::testing::Test {

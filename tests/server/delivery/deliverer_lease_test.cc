@@ -257,6 +257,27 @@ TEST_F(DelivererTest, LivePayloadBytesFollowAJobOnEveryPathOut) {
   EXPECT_EQ(Counts("t").live, 0);
 }
 
+// CancelAsync sees the lease (the record still says SCHEDULED): the
+// delivery stands, and its ack is accepted.
+TEST_F(DelivererTest, CancelAsyncOfAJobInFlightLetsTheDeliveryStand) {
+  service().Start();
+  Sub sub = Subscribe("t", 1);
+  MustSchedule("t", "a", 0, "abc");
+  ASSERT_TRUE(sub.sink->WaitFor(1));
+  Quiesce();
+  std::optional<absl::StatusOr<v1::CancelResponse>> canceled =
+      RunAsync<v1::CancelResponse>([&](JobWriter::CancelDone& done) {
+        return service().CancelAsync(CancelReq("t", "a"), done);
+      });
+  ASSERT_TRUE(canceled.has_value());
+  ASSERT_OK(*canceled);
+  EXPECT_EQ((*canceled)->outcome(), v1::CANCEL_OUTCOME_CANCELED_IN_FLIGHT);
+  EXPECT_EQ(Stored("t", "a")->job().state(), v1::JOB_STATE_CANCELED);
+  EXPECT_EQ(AckCode(sub.sink->at(0).ack_token()), absl::StatusCode::kOk);
+  EXPECT_EQ(Counts("t").live, 0);
+  EXPECT_FALSE(Stored("t", "a").has_value());
+}
+
 TEST_F(DelivererTest, ExtendLeaseMovesTheDeadline) {
   service().Start();
   Sub sub = Subscribe("t");
