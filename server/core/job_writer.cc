@@ -289,80 +289,6 @@ v1::ScheduleResponse JobWriter::ScheduleReply(Decision& d) {
   return response;
 }
 
-std::optional<absl::StatusOr<JobWriter::LockedOne>> JobWriter::TryLockAndRead(
-    std::string_view topic, std::string_view id) {
-  LockedOne out;
-  out.guard = d_.locks->TryLock(KeyHash(AsAbsl(topic), AsAbsl(id)));
-  if (out.guard == nullptr) return std::nullopt;
-  std::vector<std::optional<JobRecord>> stored(1);
-  {
-    absl::StatusOr<std::optional<JobRecord>> one = d_.store->Get(topic, id);
-    if (!one.ok()) return one.status();
-    stored[0] = *std::move(one);
-  }
-  d_.deliverer->OverlayLeases(stored);
-  if (stored[0].has_value() && AheadChildId(*stored[0]).has_value()) {
-    return std::nullopt;  // its occurrence made ahead needs its lock too
-  }
-  out.stored = std::move(stored[0]);
-  return out;
-}
-
-void JobWriter::SubmitDecision(
-    CommitQueue& commits, std::unique_ptr<Decision> d,
-    std::unique_ptr<KeyLocks::Guard> guard,
-    absl::AnyInvocable<void(absl::Status, Decision&) &&> reply) {
-  storage::Mutation mutation = *std::move(d->mutation);
-  d->mutation.reset();
-  commits.Submit(std::move(mutation),
-                 [this, d = std::move(d), guard = std::move(guard),
-                  reply = std::move(reply)](absl::Status written,
-                                            storage::Mutation&& m) mutable {
-                   if (written.ok()) {
-                     d->mutation = std::move(m);
-                     Commit(*d);
-                   }
-                   guard.reset();
-                   std::move(reply)(std::move(written), *d);
-                 });
-}
-
-bool JobWriter::ScheduleAsync(const v1::ScheduleRequest& req,
-                              CommitQueue& commits, ScheduleDone& done) {
-  const int64_t now_ms = d_.clock->NowMs();
-  absl::StatusOr<Planned> plan = Plan("", req, now_ms);
-  if (!plan.ok()) {
-    std::move(done)(plan.status());
-    return true;
-  }
-  const v1::JobSpec& spec = plan->request.job();
-  std::optional<absl::StatusOr<LockedOne>> locked =
-      TryLockAndRead(spec.topic(), spec.id());
-  if (!locked.has_value()) return false;
-  if (!locked->ok()) {
-    std::move(done)(locked->status());
-    return true;
-  }
-  auto d = std::make_unique<Decision>(
-      Decide(*plan, (*locked)->stored, std::nullopt, now_ms));
-  if (!d->status.ok()) {
-    std::move(done)(d->status);
-  } else if (!d->mutation.has_value()) {
-    std::move(done)(ScheduleReply(*d));
-  } else {
-    SubmitDecision(
-        commits, std::move(d), std::move((*locked)->guard),
-        [done = std::move(done)](absl::Status written, Decision& d) mutable {
-          if (!written.ok()) {
-            std::move(done)(written);
-          } else {
-            std::move(done)(ScheduleReply(d));
-          }
-        });
-  }
-  return true;
-}
-
 absl::StatusOr<v1::ScheduleBatchResponse> JobWriter::ScheduleBatch(
     const v1::ScheduleBatchRequest& req) {
   const size_t n = req.requests_size();
@@ -669,40 +595,6 @@ absl::StatusOr<v1::CancelResponse> JobWriter::Cancel(
       DecideCancel(locked->stored[0], locked->ahead[0], now_ms, response);
   if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
   return response;
-}
-
-bool JobWriter::CancelAsync(const v1::CancelRequest& req, CommitQueue& commits,
-                            CancelDone& done) {
-  if (absl::Status s = ValidateKey("key", req.key(), *d_.limits); !s.ok()) {
-    std::move(done)(s);
-    return true;
-  }
-  const int64_t now_ms = d_.clock->NowMs();
-  const v1::JobKey& key = req.key();
-  std::optional<absl::StatusOr<LockedOne>> locked =
-      TryLockAndRead(key.topic(), key.id());
-  if (!locked.has_value()) return false;
-  if (!locked->ok()) {
-    std::move(done)(locked->status());
-    return true;
-  }
-  v1::CancelResponse response;
-  auto d = std::make_unique<Decision>(
-      DecideCancel((*locked)->stored, std::nullopt, now_ms, response));
-  if (!d->mutation.has_value()) {
-    std::move(done)(std::move(response));
-    return true;
-  }
-  SubmitDecision(commits, std::move(d), std::move((*locked)->guard),
-                 [done = std::move(done), response = std::move(response)](
-                     absl::Status written, Decision&) mutable {
-                   if (!written.ok()) {
-                     std::move(done)(written);
-                   } else {
-                     std::move(done)(std::move(response));
-                   }
-                 });
-  return true;
 }
 
 }  // namespace delayd::server

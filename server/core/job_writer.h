@@ -71,6 +71,7 @@ class JobWriter {
   JobWriter& operator=(const JobWriter&) = delete;
 
   absl::StatusOr<v1::ScheduleResponse> Schedule(const v1::ScheduleRequest& req);
+  // (job_writer_async.cc, with CancelAsync)
   // Schedule without waiting on the calling thread (gRPC's): answers
   // exactly what Schedule would, through `done`, which runs on this thread
   // or, after the write, on the CommitQueue's. The job's key lock is taken
@@ -99,7 +100,8 @@ class JobWriter {
   absl::StatusOr<v1::RescheduleResponse> Reschedule(
       const v1::RescheduleRequest& req);
   absl::StatusOr<v1::CancelResponse> Cancel(const v1::CancelRequest& req);
-  // Cancel without waiting on the calling thread, as ScheduleAsync.
+  // Cancel without waiting on the calling thread, as ScheduleAsync
+  // (job_writer_async.cc).
   using CancelDone =
       absl::AnyInvocable<void(absl::StatusOr<v1::CancelResponse>) &&>;
   bool CancelAsync(const v1::CancelRequest& req, CommitQueue& commits,
