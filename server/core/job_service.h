@@ -124,12 +124,16 @@ class JobService {
       const v1::ScheduleRequest& req) {
     return writer_.Schedule(req);
   }
-  // Schedule and Cancel for a caller that must not wait
+  // Schedule, Reschedule and Cancel for a caller that must not wait
   // (JobWriter::ScheduleAsync): false when it would have to, and the caller
-  // then runs Schedule or Cancel.
+  // then runs Schedule, Reschedule or Cancel.
   bool ScheduleAsync(const v1::ScheduleRequest& req,
                      JobWriter::ScheduleDone& done) {
     return writer_.ScheduleAsync(req, commits_, done);
+  }
+  bool RescheduleAsync(const v1::RescheduleRequest& req,
+                       JobWriter::RescheduleDone& done) {
+    return writer_.RescheduleAsync(req, commits_, done);
   }
   bool CancelAsync(const v1::CancelRequest& req, JobWriter::CancelDone& done) {
     return writer_.CancelAsync(req, commits_, done);

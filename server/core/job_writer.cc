@@ -473,23 +473,45 @@ std::vector<v1::StreamAnswer> JobWriter::Stream(
 absl::StatusOr<v1::RescheduleResponse> JobWriter::Reschedule(
     const v1::RescheduleRequest& req) {
   const int64_t now_ms = d_.clock->NowMs();
-  if (absl::Status s = ValidateKey("key", req.key(), *d_.limits); !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<int64_t> due = ResolveDueMs("", req, now_ms, *d_.limits);
+  absl::StatusOr<int64_t> due = PlanReschedule(req, now_ms);
   if (!due.ok()) return due.status();
   const v1::JobKey& key = req.key();
   const storage::JobKeyView view{key.topic(), key.id()};
   absl::StatusOr<Locked> locked =
       LockAndRead({&view, 1}, {KeyHash(key.topic(), key.id())});
   if (!locked.ok()) return locked.status();
-  const std::optional<JobRecord>* stored = &locked->stored[0];
-  if (!Occupied(*stored)) {
+  absl::StatusOr<Decision> d =
+      DecideReschedule(req, *due, locked->stored[0], locked->ahead[0], now_ms);
+  if (!d.ok()) return d.status();
+  if (absl::Status s = WriteAndCommit(*d); !s.ok()) return s;
+  return RescheduleReply(*d);
+}
+
+absl::StatusOr<int64_t> JobWriter::PlanReschedule(
+    const v1::RescheduleRequest& req, int64_t now_ms) const {
+  if (absl::Status s = ValidateKey("key", req.key(), *d_.limits); !s.ok()) {
+    return s;
+  }
+  return ResolveDueMs("", req, now_ms, *d_.limits);
+}
+
+v1::RescheduleResponse JobWriter::RescheduleReply(Decision& d) {
+  v1::RescheduleResponse response;
+  *response.mutable_job() = std::move(d.job);
+  return response;
+}
+
+absl::StatusOr<JobWriter::Decision> JobWriter::DecideReschedule(
+    const v1::RescheduleRequest& req, int64_t due_ms,
+    const std::optional<JobRecord>& stored,
+    const std::optional<JobRecord>& ahead, int64_t now_ms) {
+  const v1::JobKey& key = req.key();
+  if (!Occupied(stored)) {
     return absl::NotFoundError(
         absl::StrCat("key: no job ", KeyText(key.topic(), key.id())));
   }
-  const v1::JobState state = (*stored)->job().state();
-  const bool recurring = (*stored)->job().has_recurring();
+  const v1::JobState state = stored->job().state();
+  const bool recurring = stored->job().has_recurring();
   if (!IsFinished(state) && recurring != req.has_recurrence()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "key: job ", KeyText(key.topic(), key.id()),
@@ -498,7 +520,7 @@ absl::StatusOr<v1::RescheduleResponse> JobWriter::Reschedule(
                     "a recurrence to make it one"));
   }
   if (recurring && !IsFinished(state)) {
-    return RescheduleRecurring(req, **stored, locked->ahead[0], now_ms);
+    return DecideRescheduleRecurring(req, *stored, ahead, now_ms);
   }
   if (IsFinished(state)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -517,19 +539,16 @@ absl::StatusOr<v1::RescheduleResponse> JobWriter::Reschedule(
         absl::StrCat("key: job ", KeyText(key.topic(), key.id()),
                      " is IN_FLIGHT; Nack it with retry_after, or Cancel it"));
   }
-  JobRecord record = **stored;
+  JobRecord record = *stored;
   record.mutable_job()->set_state(v1::JOB_STATE_SCHEDULED);
-  *record.mutable_job()->mutable_fire_at() = UnixMsToTimestamp(*due);
+  *record.mutable_job()->mutable_fire_at() = UnixMsToTimestamp(due_ms);
   *record.mutable_job()->mutable_updated_at() = UnixMsToTimestamp(now_ms);
   Decision d;
   d.was = state;
-  d.was_payload_bytes = PayloadBytesOf(**stored);
+  d.was_payload_bytes = PayloadBytesOf(*stored);
   d.job = PresentJob(record, now_ms);
-  d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(**stored));
-  if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
-  v1::RescheduleResponse response;
-  *response.mutable_job() = std::move(d.job);
-  return response;
+  d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(*stored));
+  return d;
 }
 
 JobWriter::Decision JobWriter::DecideCancel(

@@ -99,6 +99,12 @@ class JobWriter {
       std::span<const v1::StreamRequest* const> requests);
   absl::StatusOr<v1::RescheduleResponse> Reschedule(
       const v1::RescheduleRequest& req);
+  // Reschedule without waiting on the calling thread, as ScheduleAsync
+  // (job_writer_async.cc).
+  using RescheduleDone =
+      absl::AnyInvocable<void(absl::StatusOr<v1::RescheduleResponse>) &&>;
+  bool RescheduleAsync(const v1::RescheduleRequest& req, CommitQueue& commits,
+                       RescheduleDone& done);
   absl::StatusOr<v1::CancelResponse> Cancel(const v1::CancelRequest& req);
   // Cancel without waiting on the calling thread, as ScheduleAsync
   // (job_writer_async.cc).
@@ -215,13 +221,26 @@ class JobWriter {
       std::string_view topic, std::string_view id);
   // Hands d's mutation to `commits`; after the write, Commit (when it
   // succeeded), the lock given back, then `reply` with the write's status.
+  // `d` withdraws nothing: TryLockAndRead declines a job that made an
+  // occurrence ahead.
   void SubmitDecision(
       CommitQueue& commits, std::unique_ptr<Decision> d,
       std::unique_ptr<KeyLocks::Guard> guard,
       absl::AnyInvocable<void(absl::Status, Decision&) &&> reply);
+  // Reschedule's checks before the lock: the key, and the due time (ms).
+  absl::StatusOr<int64_t> PlanReschedule(const v1::RescheduleRequest& req,
+                                         int64_t now_ms) const;
+  // Reschedule decided against the stored job (and its occurrence made
+  // ahead): a refusal naming the state, or the record to write.
+  absl::StatusOr<Decision> DecideReschedule(
+      const v1::RescheduleRequest& req, int64_t due_ms,
+      const std::optional<storage::JobRecord>& stored,
+      const std::optional<storage::JobRecord>& ahead, int64_t now_ms);
+  // Reschedule's reply for `d`, which gives up its job.
+  static v1::RescheduleResponse RescheduleReply(Decision& d);
   // Reschedule of a recurring job (`stored`, SCHEDULED or PAUSED) with a
   // new recurrence: validated, its schedule restarted from now.
-  absl::StatusOr<v1::RescheduleResponse> RescheduleRecurring(
+  absl::StatusOr<Decision> DecideRescheduleRecurring(
       const v1::RescheduleRequest& req, const storage::JobRecord& stored,
       const std::optional<storage::JobRecord>& ahead, int64_t now_ms);
   // PauseJob (pause) and ResumeJob (!pause).

@@ -1,5 +1,6 @@
-// JobWriter: Schedule and Cancel for a caller on gRPC's thread, which must
-// not wait — the key lock only if free, the write through the CommitQueue.
+// JobWriter: Schedule, Reschedule and Cancel for a caller on gRPC's thread,
+// which must not wait — the key lock only if free, the write through the
+// CommitQueue.
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -88,6 +89,41 @@ bool JobWriter::ScheduleAsync(const v1::ScheduleRequest& req,
           }
         });
   }
+  return true;
+}
+
+bool JobWriter::RescheduleAsync(const v1::RescheduleRequest& req,
+                                CommitQueue& commits, RescheduleDone& done) {
+  const int64_t now_ms = d_.clock->NowMs();
+  absl::StatusOr<int64_t> due = PlanReschedule(req, now_ms);
+  if (!due.ok()) {
+    std::move(done)(due.status());
+    return true;
+  }
+  const v1::JobKey& key = req.key();
+  std::optional<absl::StatusOr<LockedOne>> locked =
+      TryLockAndRead(key.topic(), key.id());
+  if (!locked.has_value()) return false;
+  if (!locked->ok()) {
+    std::move(done)(locked->status());
+    return true;
+  }
+  absl::StatusOr<Decision> decided =
+      DecideReschedule(req, *due, (*locked)->stored, std::nullopt, now_ms);
+  if (!decided.ok()) {
+    std::move(done)(decided.status());
+    return true;
+  }
+  SubmitDecision(
+      commits, std::make_unique<Decision>(*std::move(decided)),
+      std::move((*locked)->guard),
+      [done = std::move(done)](absl::Status written, Decision& d) mutable {
+        if (!written.ok()) {
+          std::move(done)(written);
+        } else {
+          std::move(done)(RescheduleReply(d));
+        }
+      });
   return true;
 }
 

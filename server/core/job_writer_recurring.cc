@@ -27,7 +27,7 @@ std::string KeyText(const v1::JobKey& key) {
 
 }  // namespace
 
-absl::StatusOr<v1::RescheduleResponse> JobWriter::RescheduleRecurring(
+absl::StatusOr<JobWriter::Decision> JobWriter::DecideRescheduleRecurring(
     const v1::RescheduleRequest& req, const JobRecord& stored,
     const std::optional<JobRecord>& ahead, int64_t now_ms) {
   if (req.when_case() != v1::RescheduleRequest::WHEN_NOT_SET) {
@@ -65,10 +65,7 @@ absl::StatusOr<v1::RescheduleResponse> JobWriter::RescheduleRecurring(
   d.mutation = Mutation::Put(std::move(record), DueIndexEntryOf(stored));
   d.withdraw = std::move(withdraw);
   d.withdraw_payload_bytes = withdraw_payload_bytes;
-  if (absl::Status s = WriteAndCommit(d); !s.ok()) return s;
-  v1::RescheduleResponse response;
-  *response.mutable_job() = std::move(d.job);
-  return response;
+  return d;
 }
 
 absl::StatusOr<v1::Job> JobWriter::SetPaused(const v1::JobKey& key,

@@ -26,7 +26,8 @@ DelayQueueService::DelayQueueService(JobService* jobs, RpcMetrics* metrics,
   RegisterUnary(0, "Schedule", &JobService::Schedule, Pool::kWrites,
                 &JobService::ScheduleAsync);
   RegisterUnary(1, "ScheduleBatch", &JobService::ScheduleBatch, Pool::kWrites);
-  RegisterUnary(2, "Reschedule", &JobService::Reschedule, Pool::kWrites);
+  RegisterUnary(2, "Reschedule", &JobService::Reschedule, Pool::kWrites,
+                &JobService::RescheduleAsync);
   RegisterUnary(3, "Cancel", &JobService::Cancel, Pool::kWrites,
                 &JobService::CancelAsync);
   RegisterUnary(4, "CancelByPrefix", &JobService::CancelByPrefix,

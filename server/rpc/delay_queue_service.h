@@ -5,19 +5,19 @@
 // field. A unary call runs the JobService on a worker thread, never on
 // gRPC's callback thread: each can wait (for a key lock held through a
 // synced write, a RocksDB write stall, an fsync, a long scan), and gRPC has
-// as few as two callback threads for every call and stream. Schedule and
-// Cancel are the exceptions: each is decided on gRPC's thread when its
-// job's key lock is free (JobWriter::ScheduleAsync, CancelAsync), and its
-// write goes to the CommitQueue, which replies after the fsync; one whose
-// lock is held runs on a worker as the others do. The workers are
-// three pools, so that one kind of wait does not starve the others:
-// writes (Schedule, ScheduleBatch, Reschedule, Cancel, CancelByPrefix,
-// Redrive), lease transitions (Ack, Nack, ExtendLease), and reads (GetJob,
-// ListJobs, GetStats, PreviewSchedule), which answer even while every writer
-// waits. The reactor is finished with the status converted in one place. An rpc
-// not registered here answers UNIMPLEMENTED (the generated default). Subscribe
-// returns a SubscribeReactor (subscribe_reactor.h), which streams what the
-// Deliverer hands it; ScheduleStream a ScheduleStreamReactor
+// as few as two callback threads for every call and stream. Schedule,
+// Reschedule and Cancel are the exceptions: each is decided on gRPC's thread
+// when its job's key lock is free (JobWriter::ScheduleAsync,
+// RescheduleAsync, CancelAsync), and its write goes to the CommitQueue, which
+// replies after the fsync; one whose lock is held runs on a worker as the
+// others do. The workers are three pools, so that one kind of wait does not
+// starve the others: writes (Schedule, ScheduleBatch, Reschedule, Cancel,
+// CancelByPrefix, Redrive), lease transitions (Ack, Nack, ExtendLease), and
+// reads (GetJob, ListJobs, GetStats, PreviewSchedule), which answer even while
+// every writer waits. The reactor is finished with the status converted in one
+// place. An rpc not registered here answers UNIMPLEMENTED (the generated
+// default). Subscribe returns a SubscribeReactor (subscribe_reactor.h), which
+// streams what the Deliverer hands it; ScheduleStream a ScheduleStreamReactor
 // (schedule_stream_reactor.h), which runs its requests on the writers' pool
 // in batches.
 //

@@ -227,6 +227,11 @@ TEST_F(RecurringTest, ChangingTheJobWithdrawsItsOccurrenceMadeAhead) {
   v1::Recurrence& minute = *every_minute.mutable_recurrence();
   *minute.mutable_every()->mutable_interval() = DurationMs(60'000);
   *minute.mutable_start_at() = TimestampMs(kStartMs + 100'000);
+  // Withdrawing needs the occurrence's lock: RescheduleAsync declines.
+  JobWriter::RescheduleDone not_async =
+      [](absl::StatusOr<v1::RescheduleResponse>) { ADD_FAILURE(); };
+  EXPECT_FALSE(service().RescheduleAsync(every_minute, not_async));
+  EXPECT_THAT(Children(), ::testing::SizeIs(1));
   ASSERT_OK_AND_ASSIGN(v1::RescheduleResponse moved,
                        service().Reschedule(every_minute));
   EXPECT_THAT(Children(), ::testing::IsEmpty());

@@ -445,6 +445,13 @@ std::optional<absl::StatusOr<v1::CancelResponse>> CancelAsyncAndWait(
   });
 }
 
+std::optional<absl::StatusOr<v1::RescheduleResponse>> RescheduleAsyncAndWait(
+    JobService& service, const v1::RescheduleRequest& req) {
+  return RunAsync<v1::RescheduleResponse>([&](JobWriter::RescheduleDone& done) {
+    return service.RescheduleAsync(req, done);
+  });
+}
+
 // ScheduleAsync answers what Schedule answers, writes once per change
 // (synced), and writes nothing for an identical retry or a refusal.
 TEST_F(JobServiceTest, ScheduleAsyncAnswersAsScheduleDoes) {
@@ -553,6 +560,55 @@ TEST_F(JobServiceTest, CancelAsyncAnswersAsCancelDoes) {
   }
   EXPECT_EQ(State(), before);
   EXPECT_EQ(memory_.stats().synced_writes, 3u);
+}
+
+// RescheduleAsync answers what Reschedule answers: the job moved (written
+// once, synced; its due entry and timer moved), an absent job NOT_FOUND,
+// one IN_FLIGHT FAILED_PRECONDITION and a bad key or time INVALID_ARGUMENT,
+// each without a write; it declines, writing nothing, while the job's lock
+// is held.
+TEST_F(JobServiceTest, RescheduleAsyncAnswersAsRescheduleDoes) {
+  MustSchedule("t", "a", 30'000, "p");
+  PutRecord("t", "flying", v1::JOB_STATE_IN_FLIGHT, kStartMs - 5);
+  const uint64_t writes = memory_.stats().synced_writes;
+  const int64_t live = Counts("t").live;
+  clock_.AdvanceMs(5);
+  auto moved = RescheduleAsyncAndWait(
+      service(), RescheduleAtReq("t", "a", kStartMs + 90'000));
+  ASSERT_TRUE(moved.has_value());
+  ASSERT_OK(*moved);
+  EXPECT_EQ(Ms((*moved)->job().fire_at()), kStartMs + 90'000);
+  EXPECT_EQ(Ms((*moved)->job().updated_at()), kStartMs + 5);
+  EXPECT_EQ((*moved)->job().payload(), "p");
+  std::optional<storage::JobRecord> stored = Stored("t", "a");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->job().SerializeAsString(),
+            (*moved)->job().SerializeAsString());
+  EXPECT_EQ(memory_.stats().synced_writes, writes + 1);
+  EXPECT_EQ(service().timers_pending(), 1u);
+  EXPECT_EQ(Counts("t").live, live);
+  const std::string before = State();
+
+  v1::RescheduleRequest negative;
+  *negative.mutable_key() = Key("t", "a");
+  *negative.mutable_delay() = DurationMs(-1);
+  for (const v1::RescheduleRequest& req :
+       {RescheduleAtReq("t", "missing", kStartMs + 1),
+        RescheduleAtReq("t", "flying", kStartMs + 1),
+        RescheduleAtReq("", "a", kStartMs + 1), negative}) {
+    auto refused = RescheduleAsyncAndWait(service(), req);
+    ASSERT_TRUE(refused.has_value()) << req.DebugString();
+    EXPECT_FALSE(refused->ok()) << req.DebugString();
+    EXPECT_EQ(refused->status(), service().Reschedule(req).status());
+  }
+  {
+    KeyLocks::Guard held(service().LocksForTesting(), KeyHash("t", "a"));
+    EXPECT_FALSE(RescheduleAsyncAndWait(service(),
+                                        RescheduleAtReq("t", "a", kStartMs + 1))
+                     .has_value());
+  }
+  EXPECT_EQ(State(), before);
+  EXPECT_EQ(memory_.stats().synced_writes, writes + 1);
 }
 
 }  // namespace
