@@ -35,13 +35,14 @@ class Client {
   bool Step() {
     ++s_.calls;
     const int r = static_cast<int>(Uniform(rng_, 0, 99));
-    if (r < 30) return ScheduleOwned();
-    if (r < 40)
+    if (r < 27) return ScheduleOwned();
+    if (r < 36)
       return Schedule(NewFreshKey(), v1::IF_EXISTS_FAIL, NewVersion());
-    if (r < 55) return Batch();
-    if (r < 70) return Reschedule(OwnedKey());
-    if (r < 82) return Cancel(OwnedKey());
-    if (r < 85) return PrefixCancel();
+    if (r < 50) return Batch();
+    if (r < 63) return Reschedule(OwnedKey());
+    if (r < 74) return Cancel(OwnedKey());
+    if (r < 77) return PrefixCancel();
+    if (r < 87) return Stream();
     return SharedOp();
   }
 
@@ -91,8 +92,8 @@ class Client {
     return op;
   }
 
-  bool ScheduleOwned() {
-    const Key key = OwnedKey();
+  // A Schedule of `key`, an owned key, in any if_exists mode.
+  Op OwnedScheduleOp(const Key& key) {
     const int r = static_cast<int>(Uniform(rng_, 0, 99));
     const v1::IfExists if_exists = r < 35   ? v1::IF_EXISTS_FAIL
                                    : r < 55 ? v1::IF_EXISTS_KEEP
@@ -102,20 +103,59 @@ class Client {
     // Often retry the spec the job was created with: an identical retry.
     const State& some = s_.models.at(key).states().front();
     if (some.has_value() && Uniform(rng_, 0, 2) == 0) v = *some;
-    return Schedule(key, if_exists, v);
+    return ScheduleOp(if_exists, v);
+  }
+
+  bool ScheduleOwned() {
+    const Key key = OwnedKey();
+    const Op op = OwnedScheduleOp(key);
+    return Schedule(key, op.if_exists, op.spec);
+  }
+
+  Op RescheduleOp() {
+    Op op;
+    op.kind = Op::Kind::kReschedule;
+    op.fire_at_ms = RandomFireAtMs(rng_, t0_ms_);
+    return op;
+  }
+
+  static Op CancelOp() {
+    Op op;
+    op.kind = Op::Kind::kCancel;
+    return op;
+  }
+
+  static v1::ScheduleRequest ScheduleRequestOf(const Key& key, const Op& op) {
+    v1::ScheduleRequest req;
+    *req.mutable_job() = SpecOf(key.topic, key.id, op.spec);
+    req.set_if_exists(op.if_exists);
+    return req;
+  }
+  static v1::RescheduleRequest RescheduleRequestOf(const Key& key,
+                                                   const Op& op) {
+    v1::RescheduleRequest req;
+    req.mutable_key()->set_topic(key.topic);
+    req.mutable_key()->set_id(key.id);
+    *req.mutable_fire_at() = ToProto(absl::FromUnixMillis(op.fire_at_ms));
+    return req;
+  }
+  static v1::CancelRequest CancelRequestOf(const Key& key) {
+    v1::CancelRequest req;
+    req.mutable_key()->set_topic(key.topic);
+    req.mutable_key()->set_id(key.id);
+    return req;
   }
 
   bool Schedule(const Key& key, v1::IfExists if_exists, const Version& v) {
-    v1::ScheduleRequest req;
-    *req.mutable_job() = SpecOf(key.topic, key.id, v);
-    req.set_if_exists(if_exists);
+    const Op op = ScheduleOp(if_exists, v);
     v1::ScheduleResponse resp;
     grpc::ClientContext context;
     SetDeadline(context, kCallDeadline);
-    const grpc::Status status = stub_->Schedule(&context, req, &resp);
+    const grpc::Status status =
+        stub_->Schedule(&context, ScheduleRequestOf(key, op), &resp);
     Reply reply{status.error_code(), {}, {}};
     if (status.ok()) reply.job = VersionOf(resp.job());
-    Record(key, ScheduleOp(if_exists, v), reply);
+    Record(key, op, reply);
     return OutcomeUnknown(reply.code);
   }
 
@@ -200,17 +240,12 @@ class Client {
   }
 
   bool Reschedule(const Key& key) {
-    Op op;
-    op.kind = Op::Kind::kReschedule;
-    op.fire_at_ms = RandomFireAtMs(rng_, t0_ms_);
-    v1::RescheduleRequest req;
-    req.mutable_key()->set_topic(key.topic);
-    req.mutable_key()->set_id(key.id);
-    *req.mutable_fire_at() = ToProto(absl::FromUnixMillis(op.fire_at_ms));
+    const Op op = RescheduleOp();
     v1::RescheduleResponse resp;
     grpc::ClientContext context;
     SetDeadline(context, kCallDeadline);
-    const grpc::Status status = stub_->Reschedule(&context, req, &resp);
+    const grpc::Status status =
+        stub_->Reschedule(&context, RescheduleRequestOf(key, op), &resp);
     Reply reply{status.error_code(), {}, {}};
     if (status.ok()) reply.job = VersionOf(resp.job());
     Record(key, op, reply);
@@ -218,19 +253,108 @@ class Client {
   }
 
   bool Cancel(const Key& key) {
-    Op op;
-    op.kind = Op::Kind::kCancel;
-    v1::CancelRequest req;
-    req.mutable_key()->set_topic(key.topic);
-    req.mutable_key()->set_id(key.id);
+    const Op op = CancelOp();
     v1::CancelResponse resp;
     grpc::ClientContext context;
     SetDeadline(context, kCallDeadline);
-    const grpc::Status status = stub_->Cancel(&context, req, &resp);
+    const grpc::Status status =
+        stub_->Cancel(&context, CancelRequestOf(key), &resp);
     Reply reply{status.error_code(), {}, {}};
     if (status.ok()) reply.outcome = resp.outcome();
     Record(key, op, reply);
     return OutcomeUnknown(reply.code);
+  }
+
+  // One ScheduleStream: 1-3 messages of 1-4 requests each, all sent before
+  // any answer is read, so that the server may batch them. The requests
+  // are Schedules, Reschedules and Cancels of owned keys (a key may come
+  // twice: each answer is what its unary rpc would answer after those
+  // before it) and Schedules of fresh keys. A request the stream did not
+  // answer (it broke) has an unknown outcome.
+  bool Stream() {
+    struct Item {
+      Key key;
+      Op op;
+    };
+    std::vector<Item> items;
+    std::vector<v1::ScheduleStreamRequest> messages(Uniform(rng_, 1, 3));
+    for (v1::ScheduleStreamRequest& message : messages) {
+      for (int64_t n = Uniform(rng_, 1, 4); n > 0; --n) {
+        const int r = static_cast<int>(Uniform(rng_, 0, 99));
+        Item item;
+        v1::StreamRequest* req = message.add_requests();
+        if (r < 20) {
+          item.key = NewFreshKey();
+          item.op = ScheduleOp(v1::IF_EXISTS_FAIL, NewVersion());
+        } else {
+          item.key = OwnedKey();
+          item.op = r < 60   ? OwnedScheduleOp(item.key)
+                    : r < 80 ? RescheduleOp()
+                             : CancelOp();
+        }
+        switch (item.op.kind) {
+          case Op::Kind::kSchedule:
+            *req->mutable_schedule() = ScheduleRequestOf(item.key, item.op);
+            break;
+          case Op::Kind::kReschedule:
+            *req->mutable_reschedule() = RescheduleRequestOf(item.key, item.op);
+            break;
+          case Op::Kind::kCancel:
+            *req->mutable_cancel() = CancelRequestOf(item.key);
+            break;
+        }
+        items.push_back(std::move(item));
+      }
+    }
+    grpc::ClientContext context;
+    SetDeadline(context, kCallDeadline);
+    std::unique_ptr<grpc::ClientReaderWriter<v1::ScheduleStreamRequest,
+                                             v1::ScheduleStreamResponse>>
+        stream = stub_->ScheduleStream(&context);
+    for (const v1::ScheduleStreamRequest& message : messages) {
+      if (!stream->Write(message)) break;
+    }
+    stream->WritesDone();
+    std::vector<v1::StreamAnswer> answers;
+    v1::ScheduleStreamResponse resp;
+    while (stream->Read(&resp)) {
+      for (v1::StreamAnswer& a : *resp.mutable_answers()) {
+        answers.push_back(std::move(a));
+      }
+    }
+    const grpc::Status status = stream->Finish();
+    ++s_.streams;
+    s_.broken_streams += !status.ok();
+    if (!status.ok() && !OutcomeUnknown(status.error_code())) {
+      s_.failures.push_back(
+          absl::StrCat("ScheduleStream failed: ", status.error_message()));
+      return false;
+    }
+    if (answers.size() > items.size() ||
+        (status.ok() && answers.size() != items.size())) {
+      s_.failures.push_back(absl::StrCat("ScheduleStream: ", answers.size(),
+                                         " answers to ", items.size(),
+                                         " requests"));
+      return false;
+    }
+    bool unknown = false;
+    for (size_t i = 0; i < items.size(); ++i) {
+      Reply reply{grpc::StatusCode::UNAVAILABLE, {}, {}};
+      if (i < answers.size()) {
+        const v1::StreamAnswer& a = answers[i];
+        reply.code = static_cast<grpc::StatusCode>(a.code());
+        if (a.code() == 0 && a.has_schedule()) {
+          reply.job = VersionOf(a.schedule().job());
+        } else if (a.code() == 0 && a.has_reschedule()) {
+          reply.job = VersionOf(a.reschedule().job());
+        } else if (a.code() == 0 && a.has_cancel()) {
+          reply.outcome = a.cancel().outcome();
+        }
+      }
+      unknown |= OutcomeUnknown(reply.code);
+      Record(items[i].key, items[i].op, reply);
+    }
+    return unknown;
   }
 
   bool PrefixCancel() {

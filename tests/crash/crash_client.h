@@ -1,6 +1,6 @@
 // One client thread of the crash test: random Schedule, ScheduleBatch,
-// Reschedule, Cancel and CancelByPrefix calls against a running delayd,
-// each reply recorded in the model of the keys it touched.
+// Reschedule, Cancel, CancelByPrefix and ScheduleStream calls against a
+// running delayd, each reply recorded in the model of the keys it touched.
 //
 // Keys: every client owns kOwnedPerTopic keys per topic ("o<client>-<n>")
 // and the fresh keys it makes ("f<client>-<n>"), so that one key's
@@ -77,6 +77,9 @@ struct ClientState {
   std::vector<std::string> failures;
   int64_t calls = 0;
   int64_t unknown_calls = 0;
+  // ScheduleStream calls, and those a kill (or another error) broke.
+  int64_t streams = 0;
+  int64_t broken_streams = 0;
 };
 
 // Calls random operations until one fails with an unknown outcome after

@@ -324,7 +324,7 @@ void RunKillRounds(const std::vector<std::string>& args, int rounds,
       world.shared[{topic, absl::StrCat("s-", n)}] = std::nullopt;
     }
   }
-  int64_t calls = 0, unknown = 0;
+  int64_t calls = 0, unknown = 0, streams = 0, broken_streams = 0;
   std::unique_ptr<DelaydProcess> process =
       StartAndVerify(args, dir, world, t0_ms, rng);
   for (int round = 0; round < rounds && process != nullptr; ++round) {
@@ -349,7 +349,10 @@ void RunKillRounds(const std::vector<std::string>& args, int rounds,
       client.failures.clear();
       calls += client.calls;
       unknown += client.unknown_calls;
+      streams += client.streams;
+      broken_streams += client.broken_streams;
       client.calls = client.unknown_calls = 0;
+      client.streams = client.broken_streams = 0;
       for (SharedOp& op : client.shared_ops) {
         world.shared_ops[op.key].push_back(std::move(op));
       }
@@ -372,7 +375,8 @@ void RunKillRounds(const std::vector<std::string>& args, int rounds,
             << " restarts, " << calls << " calls, " << unknown
             << " with unknown outcome; " << world.cut_batches
             << " batches cut by a kill, " << world.cut_batches_applied
-            << " of them applied (wholly)\n";
+            << " of them applied (wholly); " << streams << " ScheduleStreams, "
+            << broken_streams << " of them broken\n";
   process.reset();
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
