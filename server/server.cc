@@ -92,6 +92,8 @@ Server::Server(const Config& config,
       json_api_(
           std::make_unique<JsonApi>(jobs_.get(), access_.get(), &quotas_)) {
   jobs_->SetMemoryHorizon(config.memory_horizon);
+  // Without fsyncs a write waits for nothing: the gRPC thread makes it.
+  jobs_->SetInlineWrites(config.sync == SyncMode::kNone);
   metrics_->AddCollectable(std::make_shared<JobsCollector>(jobs_.get()));
 }
 

@@ -47,8 +47,8 @@ absl::Status InMemoryJobStore::Apply(std::span<const Mutation> mutations,
       expiry_[EncodeDueKey(*m.new_expiry_ms(), m.topic(), m.id())] = {};
     }
   }
-  counters_.RecordWrite(true, durability == Durability::kSync, mutations.size(),
-                        absl::Now() - start);
+  counters_.RecordWrite(true, durability != Durability::kNoSync,
+                        mutations.size(), absl::Now() - start);
   return absl::OkStatus();
 }
 

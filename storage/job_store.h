@@ -42,7 +42,19 @@ enum class Durability {
   // For fire, lease and ack transitions, whose loss only causes a
   // redelivery.
   kNoSync,
+  // As kSync, for a caller that must not wait (a gRPC thread, under sync
+  // mode "none", where a kSync write does not wait for the disk either): a
+  // write that would wait out a write stall (RocksDB's slowdown or stop,
+  // while compaction catches up) is refused at once with WouldStallError(),
+  // having changed nothing and without making the store refuse later
+  // writes. The caller then writes where it may wait.
+  kSyncNoStall,
 };
+
+// The refusal of a kSyncNoStall write that would have waited
+// (UNAVAILABLE), and whether `status` is one.
+absl::Status WouldStallError();
+bool IsWouldStall(const absl::Status& status);
 
 class JobStore {
  public:

@@ -255,7 +255,7 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
     if (absl::Status s = VerifyPreviousDue(mutations); !s.ok()) return s;
   }
   const bool sync = options_.sync_mode == SyncMode::kAlways &&
-                    (durability == Durability::kSync ||
+                    (durability != Durability::kNoSync ||
                      options_.max_unsynced_age == absl::ZeroDuration());
   const absl::Time start = absl::Now();
   if (absl::Status s = WriteError(); !s.ok()) {
@@ -311,7 +311,11 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
 
   rocksdb::WriteOptions write;
   write.sync = sync;
+  write.no_slowdown = durability == Durability::kSyncNoStall;
   s = db_->Write(write, &batch);
+  if (write.no_slowdown && s.IsIncomplete()) {
+    return WouldStallError();  // nothing written, nothing to remember
+  }
   counters_.RecordWrite(s.ok(), sync, mutations.size(), absl::Now() - start);
   if (s.ok()) {
     // For the syncer; a synced write leaves it be: later unsynced writes of

@@ -92,6 +92,11 @@ class JobService {
   void SetMemoryHorizon(absl::Duration horizon) {
     horizon_.SetHorizon(horizon);
   }
+  // Whether the unary Schedule, Reschedule and Cancel write on gRPC's
+  // thread instead of through the commit queue
+  // (JobWriter::SetInlineWrites): for a store that does not sync. REQUIRES:
+  // called before the service serves.
+  void SetInlineWrites(bool on) { writer_.SetInlineWrites(on); }
   // How crowds are taken ahead (FirePath::SchedulerAhead; lead_ms 0: not
   // at all). REQUIRES: called before Start.
   void SetFireAhead(int64_t lead_ms, size_t min_jobs) {

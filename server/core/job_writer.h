@@ -67,6 +67,13 @@ class JobWriter {
   };
 
   explicit JobWriter(const Deps& deps) : d_(deps) {}
+  // With `on`, the Async calls write on the calling thread, with
+  // Durability::kSyncNoStall, instead of through the CommitQueue: for a
+  // store that does not sync (--sync=none), where a write waits neither for
+  // the disk nor for other calls, so the hand-offs to the queue's threads
+  // would cost more than the write. A write that would stall goes to the
+  // queue after all. REQUIRES: called before any Async call.
+  void SetInlineWrites(bool on) { inline_writes_ = on; }
   JobWriter(const JobWriter&) = delete;
   JobWriter& operator=(const JobWriter&) = delete;
 
@@ -248,6 +255,7 @@ class JobWriter {
 
   // Constant after construction.
   const Deps d_;
+  bool inline_writes_ = false;  // constant once calls come
   IdGenerator ids_;
 };
 

@@ -1,6 +1,7 @@
 // JobWriter: Schedule, Reschedule and Cancel for a caller on gRPC's thread,
 // which must not wait — the key lock only if free, the write through the
-// CommitQueue.
+// CommitQueue (or, under --sync=none, on this thread unless it would
+// stall).
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include "server/jobs/job_key.h"
 #include "server/jobs/validation.h"
 #include "storage/job_record.h"
+#include "storage/job_store.h"
 
 namespace delayd::server {
 
@@ -41,6 +43,16 @@ void JobWriter::SubmitDecision(
     CommitQueue& commits, std::unique_ptr<Decision> d,
     std::unique_ptr<KeyLocks::Guard> guard,
     absl::AnyInvocable<void(absl::Status, Decision&) &&> reply) {
+  if (inline_writes_) {
+    absl::Status written =
+        d_.store->Apply({&*d->mutation, 1}, storage::Durability::kSyncNoStall);
+    if (!storage::IsWouldStall(written)) {
+      if (written.ok()) Commit(*d);
+      guard.reset();
+      std::move(reply)(std::move(written), *d);
+      return;
+    }
+  }
   storage::Mutation mutation = *std::move(d->mutation);
   d->mutation.reset();
   commits.Submit(std::move(mutation),

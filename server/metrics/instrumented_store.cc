@@ -45,15 +45,20 @@ absl::Status InstrumentedStore::Apply(
   const absl::Time start = absl::Now();
   {
     absl::MutexLock lock(&mu_);
+    // Resume may take a while: not on a caller that must not wait.
+    if (out_of_space_ && durability == storage::Durability::kSyncNoStall) {
+      return storage::WouldStallError();
+    }
     if (out_of_space_ && start - last_resume_ >= absl::Seconds(1)) {
       last_resume_ = start;
       out_of_space_ = !store_->Resume().ok();
     }
   }
   absl::Status status = store_->Apply(mutations, durability);
+  if (storage::IsWouldStall(status)) return status;  // nothing was tried
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  (durability == storage::Durability::kSync ? synced_latency_
-                                            : unsynced_latency_)
+  (durability != storage::Durability::kNoSync ? synced_latency_
+                                              : unsynced_latency_)
       .Observe(seconds);
   if (!status.ok()) {
     const int code = static_cast<int>(status.code());

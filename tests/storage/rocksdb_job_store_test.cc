@@ -383,6 +383,53 @@ TEST(RocksDbJobStoreTest, UnsyncedWritesAreSyncedWithinTheirMaxAge) {
   EXPECT_EQ(store->background_wal_syncs(), 0u);
 }
 
+// kSyncNoStall is kSync for a caller that must not wait: synced like kSync
+// under kAlways; refused at once with WouldStallError(), writing nothing,
+// where a write would wait out a stall (here: table files piling up with
+// compactions off, small memtables); and the store still takes writes.
+TEST(RocksDbJobStoreTest, ANoStallWriteIsRefusedInsteadOfWaiting) {
+  TempDir dir;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAt(dir.path()));
+    const Mutation m = Mutation::Put(MakeRecord("t", "a", 1), std::nullopt);
+    ASSERT_OK(store->Apply({&m, 1}, Durability::kSyncNoStall));
+    EXPECT_EQ(store->stats().synced_writes, 1u);
+  }
+  RocksDbJobStore::Options options;
+  options.sync_mode = SyncMode::kNone;
+  options.defer_auto_compactions = true;
+  options.jobs_write_buffer_bytes = 64 << 10;
+  options.due_write_buffer_bytes = 64 << 10;
+  ASSERT_OK_AND_ASSIGN(auto store, RocksDbJobStore::Open(dir.path(), options));
+  const std::string payload(1000, 'p');
+  absl::Status refused;
+  int written = 0;
+  for (; written < 1'000'000 && refused.ok(); ++written) {
+    std::vector<Mutation> batch;
+    for (int k = 0; k < 10; ++k) {
+      JobRecord r = MakeRecord("t", absl::StrCat("j", written, "-", k), 1);
+      r.mutable_job()->set_payload(payload);
+      batch.push_back(Mutation::Put(std::move(r), std::nullopt));
+    }
+    refused = store->Apply(batch, Durability::kSyncNoStall);
+  }
+  ASSERT_FALSE(refused.ok()) << "no stall after " << written << " writes";
+  EXPECT_TRUE(IsWouldStall(refused)) << refused;
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(IsWouldStall(absl::UnavailableError("another")));
+  const int last = written - 1;  // the refused batch
+  ASSERT_OK_AND_ASSIGN(std::optional<JobRecord> none,
+                       store->Get("t", absl::StrCat("j", last, "-0")));
+  EXPECT_FALSE(none.has_value());
+  EXPECT_EQ(store->stats().write_failures, 0u);
+  // Not sticky: with compactions on again, a write that may wait succeeds.
+  ASSERT_OK(store->EnableAutoCompactions());
+  const Mutation after =
+      Mutation::Put(MakeRecord("t", "after", 1), std::nullopt);
+  ASSERT_OK(store->Apply({&after, 1}, Durability::kSync));
+  EXPECT_OK(store->Get("t", "after"));
+}
+
 TEST(RocksDbJobStoreTest, DeferredCompactionsCanBeEnabled) {
   TempDir dir;
   RocksDbJobStore::Options options;

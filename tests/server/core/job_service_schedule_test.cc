@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/job_store.h"
 #include "tests/server/core/job_service_test_util.h"
 
 namespace delayd::server::testing {
@@ -609,6 +610,62 @@ TEST_F(JobServiceTest, RescheduleAsyncAnswersAsRescheduleDoes) {
   }
   EXPECT_EQ(State(), before);
   EXPECT_EQ(memory_.stats().synced_writes, writes + 1);
+}
+
+// With inline writes (--sync=none), the Async calls write on the calling
+// thread: answered before they return, nothing through the commit queue. A
+// write that would stall goes through the queue after all; a write error is
+// answered as it is.
+TEST_F(JobServiceTest, InlineWritesAnswerOnTheCallingThread) {
+  service().SetInlineWrites(true);
+  std::optional<absl::StatusOr<v1::ScheduleResponse>> scheduled;
+  JobWriter::ScheduleDone schedule_done =
+      [&](absl::StatusOr<v1::ScheduleResponse> r) { scheduled = std::move(r); };
+  ASSERT_TRUE(
+      service().ScheduleAsync(ScheduleReq("t", "a", 30'000), schedule_done));
+  ASSERT_TRUE(scheduled.has_value());
+  ASSERT_OK(*scheduled);
+  EXPECT_TRUE((*scheduled)->created());
+  EXPECT_TRUE(Stored("t", "a").has_value());
+  EXPECT_EQ(service().timers_pending(), 1u);
+
+  std::optional<absl::StatusOr<v1::RescheduleResponse>> moved;
+  JobWriter::RescheduleDone reschedule_done =
+      [&](absl::StatusOr<v1::RescheduleResponse> r) { moved = std::move(r); };
+  ASSERT_TRUE(service().RescheduleAsync(
+      RescheduleAtReq("t", "a", kStartMs + 90'000), reschedule_done));
+  ASSERT_TRUE(moved.has_value());
+  ASSERT_OK(*moved);
+  EXPECT_EQ(Ms(Stored("t", "a")->job().fire_at()), kStartMs + 90'000);
+
+  std::optional<absl::StatusOr<v1::CancelResponse>> canceled;
+  JobWriter::CancelDone cancel_done =
+      [&](absl::StatusOr<v1::CancelResponse> r) { canceled = std::move(r); };
+  ASSERT_TRUE(service().CancelAsync(CancelReq("t", "a"), cancel_done));
+  ASSERT_TRUE(canceled.has_value());
+  ASSERT_OK(*canceled);
+  EXPECT_EQ((*canceled)->outcome(), v1::CANCEL_OUTCOME_CANCELED);
+  EXPECT_FALSE(Stored("t", "a").has_value());
+  EXPECT_EQ(service().timers_pending(), 0u);
+  EXPECT_EQ(service().commits().writes(), 0);
+
+  // Would stall: written through the queue instead.
+  store_.FailNextWrites(1, storage::WouldStallError());
+  auto queued = ScheduleAsyncAndWait(service(), ScheduleReq("t", "b", 1000));
+  ASSERT_TRUE(queued.has_value());
+  ASSERT_OK(*queued);
+  EXPECT_TRUE(Stored("t", "b").has_value());
+  EXPECT_EQ(service().commits().writes(), 1);
+  EXPECT_EQ(Counts("t").live, 1);
+
+  // A write error: answered, nothing written, not tried again.
+  store_.FailNextWrites(1, absl::UnavailableError("disk on fire"));
+  auto failed = ScheduleAsyncAndWait(service(), ScheduleReq("t", "c", 1000));
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(failed->status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(Stored("t", "c").has_value());
+  EXPECT_EQ(service().commits().writes(), 1);
+  EXPECT_EQ(Counts("t").live, 1);
 }
 
 }  // namespace
