@@ -20,6 +20,25 @@ namespace delayd::server {
 
 using storage::JobRecord;
 
+namespace {
+
+// SubmitDecision's reply to an Async call's `done`: the write's error, or
+// `response(decision)` once written.
+template <typename Response, typename Make>
+auto ReplyOnceWritten(
+    absl::AnyInvocable<void(absl::StatusOr<Response>) &&> done, Make response) {
+  return [done = std::move(done), response = std::move(response)](
+             absl::Status written, auto& decision) mutable {
+    if (!written.ok()) {
+      std::move(done)(std::move(written));
+    } else {
+      std::move(done)(response(decision));
+    }
+  };
+}
+
+}  // namespace
+
 std::optional<absl::StatusOr<JobWriter::LockedOne>> JobWriter::TryLockAndRead(
     std::string_view topic, std::string_view id) {
   LockedOne out;
@@ -91,15 +110,8 @@ bool JobWriter::ScheduleAsync(const v1::ScheduleRequest& req,
   } else if (!d->mutation.has_value()) {
     std::move(done)(ScheduleReply(*d));
   } else {
-    SubmitDecision(
-        commits, std::move(d), std::move((*locked)->guard),
-        [done = std::move(done)](absl::Status written, Decision& d) mutable {
-          if (!written.ok()) {
-            std::move(done)(written);
-          } else {
-            std::move(done)(ScheduleReply(d));
-          }
-        });
+    SubmitDecision(commits, std::move(d), std::move((*locked)->guard),
+                   ReplyOnceWritten(std::move(done), &ScheduleReply));
   }
   return true;
 }
@@ -126,16 +138,9 @@ bool JobWriter::RescheduleAsync(const v1::RescheduleRequest& req,
     std::move(done)(decided.status());
     return true;
   }
-  SubmitDecision(
-      commits, std::make_unique<Decision>(*std::move(decided)),
-      std::move((*locked)->guard),
-      [done = std::move(done)](absl::Status written, Decision& d) mutable {
-        if (!written.ok()) {
-          std::move(done)(written);
-        } else {
-          std::move(done)(RescheduleReply(d));
-        }
-      });
+  SubmitDecision(commits, std::make_unique<Decision>(*std::move(decided)),
+                 std::move((*locked)->guard),
+                 ReplyOnceWritten(std::move(done), &RescheduleReply));
   return true;
 }
 
@@ -161,15 +166,12 @@ bool JobWriter::CancelAsync(const v1::CancelRequest& req, CommitQueue& commits,
     std::move(done)(std::move(response));
     return true;
   }
-  SubmitDecision(commits, std::move(d), std::move((*locked)->guard),
-                 [done = std::move(done), response = std::move(response)](
-                     absl::Status written, Decision&) mutable {
-                   if (!written.ok()) {
-                     std::move(done)(written);
-                   } else {
-                     std::move(done)(std::move(response));
-                   }
-                 });
+  SubmitDecision(
+      commits, std::move(d), std::move((*locked)->guard),
+      ReplyOnceWritten(std::move(done),
+                       [response = std::move(response)](auto&) mutable {
+                         return std::move(response);
+                       }));
   return true;
 }
 
