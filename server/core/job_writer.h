@@ -226,8 +226,9 @@ class JobWriter {
   };
   std::optional<absl::StatusOr<LockedOne>> TryLockAndRead(
       std::string_view topic, std::string_view id);
-  // Hands d's mutation to `commits`; after the write, Commit (when it
-  // succeeded), the lock given back, then `reply` with the write's status.
+  // Hands d's mutation to `commits` (with inline writes, writes it here
+  // unless that would stall); after the write, Commit (when it succeeded),
+  // the lock given back, then `reply` with the write's status.
   // `d` withdraws nothing: TryLockAndRead declines a job that made an
   // occurrence ahead.
   void SubmitDecision(

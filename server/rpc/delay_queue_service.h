@@ -9,17 +9,18 @@
 // Reschedule and Cancel are the exceptions: each is decided on gRPC's thread
 // when its job's key lock is free (JobWriter::ScheduleAsync,
 // RescheduleAsync, CancelAsync), and its write goes to the CommitQueue, which
-// replies after the fsync; one whose lock is held runs on a worker as the
-// others do. The workers are three pools, so that one kind of wait does not
-// starve the others: writes (Schedule, ScheduleBatch, Reschedule, Cancel,
-// CancelByPrefix, Redrive), lease transitions (Ack, Nack, ExtendLease), and
-// reads (GetJob, ListJobs, GetStats, PreviewSchedule), which answer even while
-// every writer waits. The reactor is finished with the status converted in one
-// place. An rpc not registered here answers UNIMPLEMENTED (the generated
-// default). Subscribe returns a SubscribeReactor (subscribe_reactor.h), which
-// streams what the Deliverer hands it; ScheduleStream a ScheduleStreamReactor
-// (schedule_stream_reactor.h), which runs its requests on the writers' pool
-// in batches.
+// replies after the fsync (under --sync=none the gRPC thread writes and
+// replies itself, unless the write would stall); one whose lock is held runs
+// on a worker as the others do. The workers are three pools, so that one kind
+// of wait does not starve the others: writes (Schedule, ScheduleBatch,
+// Reschedule, Cancel, CancelByPrefix, Redrive), lease transitions (Ack, Nack,
+// ExtendLease), and reads (GetJob, ListJobs, GetStats, PreviewSchedule), which
+// answer even while every writer waits. The reactor is finished with the status
+// converted in one place. An rpc not registered here answers UNIMPLEMENTED (the
+// generated default). Subscribe returns a SubscribeReactor
+// (subscribe_reactor.h), which streams what the Deliverer hands it;
+// ScheduleStream a ScheduleStreamReactor (schedule_stream_reactor.h), which
+// runs its requests on the writers' pool in batches.
 //
 // Access (core/access.h) decides who may call what, and QuotaKeeper how much:
 // each call is authenticated, its request authorized and admitted by the
