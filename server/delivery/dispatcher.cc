@@ -84,13 +84,21 @@ void Dispatcher::UndoOrphans(const std::vector<size_t>& orphans,
 void Dispatcher::Dispatch(const std::string& topic) {
   auto round = rounds_.find(topic);
   const size_t want = round == rounds_.end() ? kChunk : round->second;
+  TopicTable& topics = d_.ledger->topics();
+  // A deep backlog's rounds go to one subscriber after another, each
+  // taking all its free credit: fewer, larger stream messages and Acks. A
+  // turn takes at most a round, a small part of what waits, so the shares
+  // still even out; a shallower queue is split evenly, round by round.
+  const SubscriberSet::Share share =
+      want > kChunk && topics.CountsOf(topic).ready >= kTurnBacklog
+          ? SubscriberSet::Share::kTurn
+          : SubscriberSet::Share::kEach;
   std::vector<uint64_t> slots;
   {
     absl::MutexLock lock(&state_->mu);
-    slots = state_->subscribers.Reserve(topic, want);
+    slots = state_->subscribers.Reserve(topic, want, share);
   }
   if (slots.empty()) return;
-  TopicTable& topics = d_.ledger->topics();
   const std::vector<std::string> ids = topics.PopReady(topic, slots.size());
   if (ids.size() == slots.size()) loop_->Kick(topic);  // there may be more
   if (ids.size() < slots.size()) {

@@ -45,6 +45,12 @@ class Dispatcher {
   // threads, writers that block").
   static constexpr size_t kChunk = 256;
   static constexpr size_t kMaxRound = 1024;
+  // While at least this many jobs of a topic are ready, its rounds go to
+  // one subscriber at a time (SubscriberSet::Share::kTurn) instead of
+  // being split evenly: a round of 1024 among 4 subscribers is one message
+  // of up to 1024 instead of 4 of 256 (BENCHMARKS.md, "Issue 19: a
+  // backlog's rounds taken in turns").
+  static constexpr int64_t kTurnBacklog = 8 * kMaxRound;
 
   // All must outlive it.
   Dispatcher(const DeliveryDeps& deps, DeliveryState* state, WorkLoop* loop)

@@ -3,6 +3,7 @@
 // back nobody, stream ends redelivering at once, restarts redelivering what
 // was in flight, and the DEAD count rebuilt after a restart. Leases (ack,
 // nack, expiry, extension, cancel, replace) are in deliverer_lease_test.cc.
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <string>
@@ -14,6 +15,8 @@
 #include "server/core/fire_path.h"
 #include "server/delivery/ack_token.h"
 #include "server/delivery/dispatcher.h"
+#include "server/jobs/job_key.h"
+#include "server/jobs/key_locks.h"
 #include "tests/server/delivery/deliverer_test_util.h"
 
 namespace delayd::server::testing {
@@ -110,6 +113,45 @@ TEST_F(DelivererTest, ThreeSubscribersShareThreeThousandJobsEvenly) {
   }
   EXPECT_EQ(ids.size(), 3000u);
   EXPECT_EQ(Counts("t").in_flight, 3000);
+}
+
+// A deep backlog (kTurnBacklog ready) goes out in turns: a round goes to
+// one subscriber, in one Send as large as the round, where an even split
+// of a round of 1024 between two would be two of 512. The shares stay
+// even.
+TEST_F(DelivererTest, ADeepBacklogGoesOutInTurnsOfOneSubscriber) {
+  service().Start();
+  constexpr int kJobs = 10000;
+  static_assert(kJobs - 256 - 512 - 1024 >= Dispatcher::kTurnBacklog);
+  std::vector<uint64_t> hashes;
+  for (int b = 0; b < kJobs / 1000; ++b) {
+    v1::ScheduleBatchRequest batch;
+    for (int i = 0; i < 1000; ++i) {
+      const std::string id = absl::StrCat(b, "-", i);
+      hashes.push_back(KeyHash("t", id));
+      *batch.add_requests() = ScheduleReq("t", id, 100);
+    }
+    ASSERT_OK(service().ScheduleBatch(batch));
+  }
+  clock_.SetMs(kStartMs + 100);
+  // All ready before anyone takes them, however fast the fire path is.
+  ASSERT_TRUE(WaitForReady("t", kJobs));
+  std::vector<Sub> subs;
+  {
+    // The first round waits for these until both subscribers are in.
+    KeyLocks::Guard hold(service().LocksForTesting(), hashes);
+    subs = {Subscribe("t", 6000), Subscribe("t", 6000)};
+  }
+  ASSERT_TRUE(PollUntil(
+      [&] { return subs[0].sink->count() + subs[1].sink->count() >= kJobs; },
+      kWait, absl::Milliseconds(1)));
+  size_t largest = 0;
+  for (const Sub& sub : subs) {
+    for (size_t n : sub.sink->sends()) largest = std::max(largest, n);
+    EXPECT_GE(sub.sink->count(), 4250u);  // 5000 within 15%
+    EXPECT_LE(sub.sink->count(), 5750u);
+  }
+  EXPECT_EQ(largest, Dispatcher::kMaxRound);
 }
 
 // One job ready at a time, acked at once (a few hundred jobs/s): the share
