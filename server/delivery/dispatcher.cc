@@ -85,18 +85,14 @@ void Dispatcher::Dispatch(const std::string& topic) {
   auto round = rounds_.find(topic);
   const size_t want = round == rounds_.end() ? kChunk : round->second;
   TopicTable& topics = d_.ledger->topics();
-  // A deep backlog's rounds go to one subscriber after another, each
-  // taking all its free credit: fewer, larger stream messages and Acks. A
-  // turn takes at most a round, a small part of what waits, so the shares
-  // still even out; a shallower queue is split evenly, round by round.
-  const SubscriberSet::Share share =
-      want > kChunk && topics.CountsOf(topic).ready >= kTurnBacklog
-          ? SubscriberSet::Share::kTurn
-          : SubscriberSet::Share::kEach;
+  // A deep backlog's rounds go to one subscriber after another: fewer,
+  // larger stream messages and Acks. A shallower queue is split evenly.
+  const size_t per_turn =
+      want > kChunk && topics.CountsOf(topic).ready >= kTurnBacklog ? want : 1;
   std::vector<uint64_t> slots;
   {
     absl::MutexLock lock(&state_->mu);
-    slots = state_->subscribers.Reserve(topic, want, share);
+    slots = state_->subscribers.Reserve(topic, want, per_turn);
   }
   if (slots.empty()) return;
   const std::vector<std::string> ids = topics.PopReady(topic, slots.size());

@@ -45,12 +45,14 @@ class Dispatcher {
   // threads, writers that block").
   static constexpr size_t kChunk = 256;
   static constexpr size_t kMaxRound = 1024;
-  // While at least this many jobs of a topic are ready, its rounds go to
-  // one subscriber at a time (SubscriberSet::Share::kTurn) instead of
-  // being split evenly: a round of 1024 among 4 subscribers is one message
-  // of up to 1024 instead of 4 of 256 (BENCHMARKS.md, "Issue 19: a
-  // backlog's rounds taken in turns").
-  static constexpr int64_t kTurnBacklog = 8 * kMaxRound;
+  // While at least this many jobs of a topic are ready, a round is not
+  // split evenly among its subscribers: each in turn takes all the free
+  // credit it has, up to the round (SubscriberSet::Reserve's per_turn). A
+  // round of 1024 among 4 subscribers is then one or two messages instead
+  // of four of 256 (BENCHMARKS.md, "Issue 19: ... a backlog's rounds taken
+  // in turns"). A turn is then at most 1/32 of what waits, so the shares
+  // still even out.
+  static constexpr int64_t kTurnBacklog = 32 * kMaxRound;
 
   // All must outlive it.
   Dispatcher(const DeliveryDeps& deps, DeliveryState* state, WorkLoop* loop)

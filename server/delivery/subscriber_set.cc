@@ -41,7 +41,7 @@ SubscriberSet::Subscriber* SubscriberSet::Find(uint64_t id) {
 }
 
 std::vector<uint64_t> SubscriberSet::Reserve(const std::string& topic,
-                                             size_t max, Share share) {
+                                             size_t max, size_t per_turn) {
   std::vector<uint64_t> slots;
   auto it = topics_.find(topic);
   if (closed_ || it == topics_.end()) return slots;
@@ -62,9 +62,8 @@ std::vector<uint64_t> SubscriberSet::Reserve(const std::string& topic,
     const size_t i = t.cursor;
     t.cursor = (t.cursor + 1) % n;
     if (room[i] > 0) {
-      const size_t take = share == Share::kEach
-                              ? 1
-                              : std::min<size_t>(room[i], max - slots.size());
+      const size_t take =
+          std::min({size_t{room[i]}, max - slots.size(), per_turn});
       room[i] -= static_cast<uint32_t>(take);
       Subscriber& sub = subscribers_.at(t.ids[i]);
       sub.in_flight += static_cast<uint32_t>(take);

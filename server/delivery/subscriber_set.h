@@ -54,17 +54,14 @@ class SubscriberSet {
   // nullptr for an unknown id.
   Subscriber* Find(uint64_t id);
 
-  // How Reserve shares a round among subscribers.
-  enum class Share {
-    kEach,  // one credit each in turn: an even split of every round
-    kTurn,  // all of its free credit to each in turn: fewer, larger sends
-  };
   // Reserves up to `max` credits round-robin over the topic's subscribers
   // with free credit (room under max_in_flight for both their leases and
-  // their sink's unwritten deliveries); one subscriber id per credit, those
-  // of one subscriber together under kTurn. None once Close()d.
+  // their sink's unwritten deliveries); one subscriber id per credit. Each
+  // turn takes up to `per_turn` credits of one subscriber, kept together:
+  // 1 splits a round evenly, more makes fewer, larger sends. None once
+  // Close()d.
   std::vector<uint64_t> Reserve(const std::string& topic, size_t max,
-                                Share share = Share::kEach);
+                                size_t per_turn = 1);
   // Gives back the credits of a Reserve(topic) that were not used: `unused`
   // is the tail of the reserved slots, in order (ids no longer known are
   // ignored). The round-robin goes on from the first of them, so a

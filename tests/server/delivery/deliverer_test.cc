@@ -115,13 +115,13 @@ TEST_F(DelivererTest, ThreeSubscribersShareThreeThousandJobsEvenly) {
   EXPECT_EQ(Counts("t").in_flight, 3000);
 }
 
-// A deep backlog (kTurnBacklog ready) goes out in turns: a round goes to
-// one subscriber, in one Send as large as the round, where an even split
-// of a round of 1024 between two would be two of 512. The shares stay
-// even.
+// A deep backlog (kTurnBacklog ready) goes out in turns: each subscriber
+// in turn takes a whole round, in one Send, where an even split among four
+// never sends more than 256 (a quarter of a round of 1024). The shares
+// stay even.
 TEST_F(DelivererTest, ADeepBacklogGoesOutInTurnsOfOneSubscriber) {
   service().Start();
-  constexpr int kJobs = 10000;
+  constexpr int kJobs = 35000;
   static_assert(kJobs - 256 - 512 - 1024 >= Dispatcher::kTurnBacklog);
   std::vector<uint64_t> hashes;
   for (int b = 0; b < kJobs / 1000; ++b) {
@@ -138,18 +138,22 @@ TEST_F(DelivererTest, ADeepBacklogGoesOutInTurnsOfOneSubscriber) {
   ASSERT_TRUE(WaitForReady("t", kJobs));
   std::vector<Sub> subs;
   {
-    // The first round waits for these until both subscribers are in.
+    // The first round waits for these until all subscribers are in.
     KeyLocks::Guard hold(service().LocksForTesting(), hashes);
-    subs = {Subscribe("t", 6000), Subscribe("t", 6000)};
+    for (int i = 0; i < 4; ++i) subs.push_back(Subscribe("t", 10000));
   }
   ASSERT_TRUE(PollUntil(
-      [&] { return subs[0].sink->count() + subs[1].sink->count() >= kJobs; },
+      [&] {
+        size_t n = 0;
+        for (const Sub& sub : subs) n += sub.sink->count();
+        return n >= kJobs;
+      },
       kWait, absl::Milliseconds(1)));
   size_t largest = 0;
   for (const Sub& sub : subs) {
     for (size_t n : sub.sink->sends()) largest = std::max(largest, n);
-    EXPECT_GE(sub.sink->count(), 4250u);  // 5000 within 15%
-    EXPECT_LE(sub.sink->count(), 5750u);
+    EXPECT_GE(sub.sink->count(), 7438u);  // 8750 within 15%
+    EXPECT_LE(sub.sink->count(), 10062u);
   }
   EXPECT_EQ(largest, Dispatcher::kMaxRound);
 }

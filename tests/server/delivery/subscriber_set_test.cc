@@ -46,26 +46,26 @@ TEST(SubscriberSetTest, ASubscriberOutOfCreditIsSkipped) {
   EXPECT_THAT(set.Reserve("t", 10), ElementsAre(fast));
 }
 
-// kTurn: each subscriber in turn takes all its free credit, so a round
-// goes out in as few sends as credit allows; the turns still go round.
-TEST(SubscriberSetTest, ATurnTakesAllOfOneSubscribersFreeCredit) {
+// per_turn > 1: each subscriber in turn takes up to that many of its free
+// credits, kept together, so a round goes out in fewer sends; the turns
+// still go round.
+TEST(SubscriberSetTest, ATurnTakesUpToPerTurnCreditsOfOneSubscriber) {
   SubscriberSet set;
-  const uint64_t a = set.Add("t", "a", 3, Sink());
+  const uint64_t a = set.Add("t", "a", 4, Sink());
   const uint64_t b = set.Add("t", "b", 2, Sink());
   const uint64_t c = set.Add("t", "c", 3, Sink());
-  constexpr SubscriberSet::Share kTurn = SubscriberSet::Share::kTurn;
-  EXPECT_THAT(set.Reserve("t", 4, kTurn), ElementsAre(a, a, a, b));
+  EXPECT_THAT(set.Reserve("t", 4, 3), ElementsAre(a, a, a, b));
   // b's turn was cut short by the round: the next goes on after it.
-  EXPECT_THAT(set.Reserve("t", 2, kTurn), ElementsAre(c, c));
-  EXPECT_THAT(set.Reserve("t", 9, kTurn), ElementsAre(b, c));
-  EXPECT_THAT(set.Reserve("t", 9, kTurn), IsEmpty());  // all out of credit
-  for (int i = 0; i < 3; ++i) set.Find(a)->in_flight--;
+  EXPECT_THAT(set.Reserve("t", 2, 3), ElementsAre(c, c));
+  EXPECT_THAT(set.Reserve("t", 9, 3), ElementsAre(a, b, c));
+  EXPECT_THAT(set.Reserve("t", 9, 3), IsEmpty());  // all out of credit
+  for (int i = 0; i < 4; ++i) set.Find(a)->in_flight--;
   set.Find(c)->in_flight--;
-  const std::vector<uint64_t> slots = set.Reserve("t", 9, kTurn);
-  EXPECT_THAT(slots, ElementsAre(a, a, a, c));
+  const std::vector<uint64_t> slots = set.Reserve("t", 9, 3);
+  EXPECT_THAT(slots, ElementsAre(a, a, a, c, a));
   // Two of a's used: what is given back starts the next round at a.
   set.GiveBack("t", absl::MakeConstSpan(slots).subspan(2));
-  EXPECT_THAT(set.Reserve("t", 9, kTurn), ElementsAre(a, c));
+  EXPECT_THAT(set.Reserve("t", 9, 3), ElementsAre(a, a, c));
 }
 
 // A client that stopped reading: its leases may have ended (credit back),
