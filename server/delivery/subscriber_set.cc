@@ -62,8 +62,8 @@ std::vector<uint64_t> SubscriberSet::Reserve(const std::string& topic,
     const size_t i = t.cursor;
     t.cursor = (t.cursor + 1) % n;
     if (room[i] > 0) {
-      const size_t take =
-          std::min({size_t{room[i]}, max - slots.size(), per_turn});
+      const size_t take = std::min(
+          {size_t{room[i]}, max - slots.size(), std::max<size_t>(per_turn, 1)});
       room[i] -= static_cast<uint32_t>(take);
       Subscriber& sub = subscribers_.at(t.ids[i]);
       sub.in_flight += static_cast<uint32_t>(take);

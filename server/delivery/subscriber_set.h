@@ -58,8 +58,8 @@ class SubscriberSet {
   // with free credit (room under max_in_flight for both their leases and
   // their sink's unwritten deliveries); one subscriber id per credit. Each
   // turn takes up to `per_turn` credits of one subscriber, kept together:
-  // 1 splits a round evenly, more makes fewer, larger sends. None once
-  // Close()d.
+  // 1 (or 0) splits a round evenly, more makes fewer, larger sends. None
+  // once Close()d.
   std::vector<uint64_t> Reserve(const std::string& topic, size_t max,
                                 size_t per_turn = 1);
   // Gives back the credits of a Reserve(topic) that were not used: `unused`

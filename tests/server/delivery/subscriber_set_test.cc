@@ -66,6 +66,9 @@ TEST(SubscriberSetTest, ATurnTakesUpToPerTurnCreditsOfOneSubscriber) {
   // Two of a's used: what is given back starts the next round at a.
   set.GiveBack("t", absl::MakeConstSpan(slots).subspan(2));
   EXPECT_THAT(set.Reserve("t", 9, 3), ElementsAre(a, a, c));
+  for (int i = 0; i < 4; ++i) set.Find(a)->in_flight--;
+  for (int i = 0; i < 2; ++i) set.Find(b)->in_flight--;
+  EXPECT_THAT(set.Reserve("t", 2, 0), ElementsAre(a, b));  // 0 counts as 1
 }
 
 // A client that stopped reading: its leases may have ended (credit back),
