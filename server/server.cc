@@ -138,7 +138,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   server->http_address_ =
       WithPort(config.http_listen, server->http_server_->port());
 
-  grpc::EnableDefaultHealthCheckService(true);
+  // Health is served by the service itself, on its completion queue (the
+  // default health service would bring callback threads of its own).
+  grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
@@ -148,7 +150,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   // and take half the connections, with a store of its own. One port, one
   // server: a taken port is refused like any bind failure.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.RegisterService(server->service_.get());
+  server->service_->Register(builder);
   // A 1 MiB payload fits with room to spare; a ScheduleBatch is bounded by
   // this too.
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
@@ -158,10 +160,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
         absl::StrCat("--listen: cannot serve gRPC on ", config.listen));
   }
   server->grpc_address_ = WithPort(config.listen, port);
-  grpc::HealthCheckServiceInterface* health =
-      server->grpc_server_->GetHealthCheckService();
-  health->SetServingStatus(kServiceName, false);
-  health->SetServingStatus(false);
+  server->service_->Start();
   return server;
 }
 
@@ -236,19 +235,14 @@ absl::StatusOr<JobService::RecoveryStats> Server::Recover() {
       .Add({})
       .Set(static_cast<double>(stats->jobs));
   jobs_->Start();
-  service_->StartServing();
+  service_->StartServing();  // and health SERVING
   json_api_->StartServing();
-  grpc::HealthCheckServiceInterface* health =
-      grpc_server_->GetHealthCheckService();
-  health->SetServingStatus(kServiceName, true);
-  health->SetServingStatus(true);
   return stats;
 }
 
 void Server::Shutdown() {
   if (grpc_server_ == nullptr) return;
-  grpc_server_->GetHealthCheckService()->SetServingStatus(false);
-  service_->StartDraining();
+  service_->StartDraining();  // and health NOT_SERVING
   json_api_->StartDraining();
   // Streams end cleanly; their unacked deliveries are released.
   jobs_->deliverer().CloseAll(
@@ -259,8 +253,9 @@ void Server::Shutdown() {
                         absl::ToChronoMilliseconds(config_.shutdown_grace);
   grpc_server_->Shutdown(deadline);
   grpc_server_->Wait();
+  service_->Stop();  // every call answered, the workers joined
   grpc_server_.reset();
-  service_.reset();  // joins the workers: every reply has been sent
+  service_.reset();
   stop_http.join();  // every HTTP call has returned too
   jobs_->Stop();
   if (absl::Status s = store_->Close(); !s.ok()) {

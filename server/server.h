@@ -40,8 +40,6 @@ namespace delayd::server {
 
 class Server {
  public:
-  // The name under which the job API reports its health.
-  static constexpr char kServiceName[] = "delayd.v1.DelayQueue";
   // Largest request accepted, in bytes (gRPC refuses larger ones with
   // RESOURCE_EXHAUSTED).
   static constexpr int kMaxMessageBytes = 16 << 20;

@@ -1,5 +1,5 @@
 // CommitQueue: group commit for single writes that are not to wait on the
-// caller's thread. A caller (a unary Schedule on gRPC's callback thread)
+// caller's thread. A caller (a unary Schedule on gRPC's polling thread)
 // prepares its mutation under its key lock and submits it with a callback.
 // One committer thread takes everything queued and writes it as one synced
 // store batch (one WAL record, one fsync); each callback then gets its

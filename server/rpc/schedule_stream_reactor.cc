@@ -43,17 +43,42 @@ absl::Status Check(const Caller& caller, QuotaKeeper* quotas,
 
 }  // namespace
 
-ScheduleStreamReactor::ScheduleStreamReactor(JobService* jobs,
+void ScheduleStreamReactor::Request(RawDelayQueue* service,
+                                    grpc::ServerCompletionQueue* cq,
+                                    OpenCalls* open, JobService* jobs,
+                                    WorkerPool* writes, RpcMetrics* metrics,
+                                    QuotaKeeper* quotas,
+                                    const OnArrival* on_arrival) {
+  auto* reactor = new ScheduleStreamReactor(open, jobs, writes, metrics, quotas,
+                                            on_arrival);
+  reactor->NotifyWhenDone();
+  service->RequestScheduleStream(reactor->context(), reactor->stream(), cq,
+                                 reactor->arrived_tag());
+}
+
+ScheduleStreamReactor::ScheduleStreamReactor(OpenCalls* open, JobService* jobs,
                                              WorkerPool* writes,
                                              RpcMetrics* metrics,
-                                             QuotaKeeper* quotas, Caller caller,
-                                             const absl::Status& refusal)
-    : jobs_(jobs),
+                                             QuotaKeeper* quotas,
+                                             const OnArrival* on_arrival)
+    : AsyncStreamCall(open),
+      jobs_(jobs),
       writes_(writes),
       metrics_(metrics),
       quotas_(quotas),
-      caller_(std::move(caller)),
-      max_batch_(std::max<size_t>(1, jobs->limits().max_batch)) {
+      on_arrival_(on_arrival),
+      max_batch_(std::max<size_t>(1, jobs->limits().max_batch)) {}
+
+void ScheduleStreamReactor::Arrived(bool ok) {
+  if (!ok) {  // the server shuts down: no call came
+    delete this;
+    return;
+  }
+  (*on_arrival_)(*this);
+}
+
+void ScheduleStreamReactor::Begin(Caller caller, const absl::Status& refusal) {
+  caller_ = std::move(caller);
   Actions actions;
   {
     absl::MutexLock lock(&mu_);

@@ -1,13 +1,14 @@
-// ScheduleStreamReactor: one ScheduleStream call (delayd.proto) on gRPC's
-// callback API, raw bytes both ways, so that a request protobuf itself
+// ScheduleStreamReactor: one ScheduleStream call (delayd.proto) on the
+// server's completion queue (async_call.h: a reactor's shape on gRPC's async
+// API), raw bytes both ways, so that a request protobuf itself
 // refuses gets INVALID_ARGUMENT naming its field, as a unary call does.
 //
 // It keeps one read outstanding while fewer than kMaxWaiting requests (and
 // kMaxWaitingBytes of them) wait unanswered, and one write outstanding.
 // Each message read is split into its requests, and each request is parsed
 // (on its own, so a malformed one is refused alone), authorized and
-// admitted by the quotas on gRPC's thread; a refused one is answered in its
-// place in the order. The others go to the writes pool in batches of up to
+// admitted by the quotas on the polling thread; a refused one is answered in
+// its place in the order. The others go to the writes pool in batches of up to
 // Limits::max_batch (and kMaxBatchBytes): one batch at a time per stream,
 // so the answers keep the requests' order (JobService::Stream decides and
 // writes them); the worker that ends a batch runs the next one if it is
@@ -24,12 +25,15 @@
 // the reactor, never races a worker. Callbacks never block: they take a
 // short mutex; reads, writes and Finish are started outside it.
 //
-// Created by DelayQueueService; owns itself (deleted in OnDone).
+// Created and requested by DelayQueueService before its call arrives; on
+// arrival the service authenticates the caller (Begin). Owns itself
+// (deleted in OnDone, or on a call that never came).
 #ifndef DELAYD_SERVER_RPC_SCHEDULE_STREAM_REACTOR_H_
 #define DELAYD_SERVER_RPC_SCHEDULE_STREAM_REACTOR_H_
 
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,19 +43,23 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "delayd/v1/delayd.pb.h"
+#include "grpcpp/support/async_stream.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/slice.h"
 #include "server/core/access.h"
 #include "server/core/job_service.h"
 #include "server/core/quota_keeper.h"
 #include "server/metrics/rpc_metrics.h"
+#include "server/rpc/async_call.h"
+#include "server/rpc/raw_services.h"
 #include "server/rpc/worker_pool.h"
 
 namespace delayd::server {
 
 class ScheduleStreamReactor final
-    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+    : public AsyncStreamCall<
+          grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>,
+          grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // Requests read and not yet answered, at most.
   static constexpr size_t kMaxWaiting = 1024;
@@ -66,19 +74,32 @@ class ScheduleStreamReactor final
   // alone is larger): well under gRPC's 4 MiB default receive limit.
   static constexpr size_t kMaxAnswerBytes = 1 << 20;
 
-  // Finishes at once with `refusal` when it is not OK (not serving, not
-  // authenticated); otherwise starts reading. Everything borrowed must
-  // outlive the stream; null `quotas` is no quota.
-  ScheduleStreamReactor(JobService* jobs, WorkerPool* writes,
-                        RpcMetrics* metrics, QuotaKeeper* quotas, Caller caller,
-                        const absl::Status& refusal);
+  // Requests one ScheduleStream call of `service` on `cq`. `on_arrival` is
+  // called on the polling thread when it arrives, and calls Begin.
+  // Everything borrowed must outlive the stream; null `quotas` is no quota.
+  using OnArrival = std::function<void(ScheduleStreamReactor&)>;
+  static void Request(RawDelayQueue* service, grpc::ServerCompletionQueue* cq,
+                      OpenCalls* open, JobService* jobs, WorkerPool* writes,
+                      RpcMetrics* metrics, QuotaKeeper* quotas,
+                      const OnArrival* on_arrival);
 
+  const grpc::ServerContext& call_context() { return *context(); }
+
+  // Finishes at once with `refusal` when it is not OK (not serving, not
+  // authenticated); otherwise starts reading as `caller`.
+  void Begin(Caller caller, const absl::Status& refusal);
+
+ private:
+  ScheduleStreamReactor(OpenCalls* open, JobService* jobs, WorkerPool* writes,
+                        RpcMetrics* metrics, QuotaKeeper* quotas,
+                        const OnArrival* on_arrival);
+
+  void Arrived(bool ok) override;
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
 
- private:
   // One request read, in order: to run, or answered already (refused).
   struct Entry {
     v1::StreamRequest request;
@@ -128,7 +149,8 @@ class ScheduleStreamReactor final
   WorkerPool* const writes_;
   RpcMetrics* const metrics_;
   QuotaKeeper* const quotas_;
-  const Caller caller_;
+  const OnArrival* const on_arrival_;
+  Caller caller_;  // set by Begin
   const size_t max_batch_;
 
   // Touched only by the read path (one read outstanding).

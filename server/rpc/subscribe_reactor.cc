@@ -22,7 +22,9 @@ constexpr size_t kMaxMessageBytes = size_t{1} << 20;
 
 // The sink the Deliverer writes to, shared with it: it may outlive the
 // reactor, and then drops what it is sent. The reactor is touched only while
-// a write is outstanding or before Finish, so never after OnDone.
+// a write is outstanding or before Finish, so never after OnDone. Writes are
+// started from the Deliverer's thread and chained from OnWriteDone on the
+// polling thread.
 //
 // Deliveries wait in a queue; each write takes as many of them as one
 // message may hold (max_batch, kMaxMessageBytes) into `message_`, and the
@@ -158,20 +160,42 @@ class SubscribeReactor::Stream final : public DeliverySink {
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
-SubscribeReactor::SubscribeReactor(Deliverer* deliverer, RpcMetrics* metrics,
-                                   const v1::SubscribeRequest& request,
-                                   const absl::Status& refusal,
-                                   QuotaKeeper::Ticket quota)
-    : deliverer_(deliverer),
+void SubscribeReactor::Request(RawDelayQueue* service,
+                               grpc::ServerCompletionQueue* cq, OpenCalls* open,
+                               Deliverer* deliverer, RpcMetrics* metrics,
+                               const OnArrival* on_arrival) {
+  auto* reactor = new SubscribeReactor(open, deliverer, metrics, on_arrival);
+  reactor->NotifyWhenDone();
+  service->RequestSubscribe(reactor->context(), &reactor->request_,
+                            reactor->stream(), cq, reactor->arrived_tag());
+}
+
+SubscribeReactor::SubscribeReactor(OpenCalls* open, Deliverer* deliverer,
+                                   RpcMetrics* metrics,
+                                   const OnArrival* on_arrival)
+    : AsyncStreamCall(open),
+      deliverer_(deliverer),
       metrics_(metrics),
-      start_(absl::Now()),
-      stream_(std::make_shared<Stream>(this, request.max_batch())),
-      quota_(std::move(quota)) {
+      on_arrival_(on_arrival) {}
+
+void SubscribeReactor::Arrived(bool ok) {
+  if (!ok) {  // the server shuts down: no call came
+    delete this;
+    return;
+  }
+  start_ = absl::Now();
+  stream_ = std::make_shared<Stream>(this, request_.max_batch());
+  (*on_arrival_)(*this);
+}
+
+void SubscribeReactor::Begin(const absl::Status& refusal,
+                             QuotaKeeper::Ticket quota) {
+  quota_ = std::move(quota);
   if (!refusal.ok()) {
     stream_->Close(refusal);
     return;
   }
-  absl::StatusOr<uint64_t> id = deliverer_->Subscribe(request, stream_);
+  absl::StatusOr<uint64_t> id = deliverer_->Subscribe(request_, stream_);
   if (!id.ok()) {
     stream_->Close(id.status());
     return;

@@ -1,8 +1,8 @@
 // WorkerPool: a fixed set of named threads running queued tasks in FIFO
-// order. gRPC callback handlers must not block (gRPC runs them on as few as
-// two threads), so the handlers hand the job logic, which can wait for a
-// key lock, a RocksDB write stall or an fsync, to a pool and finish their
-// reactor from it. Enough threads let concurrent writers share one fsync
+// order. The handlers of gRPC calls must not block (one thread polls every
+// call's events), so they hand the job logic, which can wait for a key
+// lock, a RocksDB write stall or an fsync, to a pool and answer the call
+// from it. Enough threads let concurrent writers share one fsync
 // (group commit). Thread-safe; the destructor runs what is queued, then
 // joins.
 #ifndef DELAYD_SERVER_RPC_WORKER_POOL_H_

@@ -1,9 +1,9 @@
 // DelayQueueService over real gRPC on loopback, in process, so that the store
 // under it can stall: a write that hangs in the store (a RocksDB write stall,
 // a key lock held through a slow fsync) must never hold one of gRPC's
-// callback threads, so every other rpc keeps answering. (Unary Schedules
-// share one writer, the CommitQueue's: a stalled one holds those queued
-// behind it, as RocksDB's writers all wait behind its write leader.)
+// threads (its polling thread), so every other rpc keeps answering. (Unary
+// Schedules share one writer, the CommitQueue's: a stalled one holds those
+// queued behind it, as RocksDB's writers all wait behind its write leader.)
 #include "server/rpc/delay_queue_service.h"
 
 #include <atomic>
@@ -18,6 +18,7 @@
 #include "delayd/proto_time.h"
 #include "delayd/v1/delayd.grpc.pb.h"
 #include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
@@ -35,6 +36,9 @@ namespace {
 
 using ::delayd::testing::PollUntil;
 using ::delayd::testing::SetDeadline;
+using ::grpc::health::v1::Health;
+using ::grpc::health::v1::HealthCheckRequest;
+using ::grpc::health::v1::HealthCheckResponse;
 
 constexpr char kStalled[] = "stalled";
 constexpr absl::Duration kWait = absl::Seconds(10);
@@ -104,18 +108,20 @@ class DelayQueueServiceTest : public ::testing::Test {
                              &port);
     // As delayd: no other process's server on the same port (SO_REUSEPORT).
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    builder.RegisterService(service_.get());
+    service_->Register(builder);
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
+    service_->Start();
     service_->StartServing();
-    stub_ = v1::DelayQueue::NewStub(
-        grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                            grpc::InsecureChannelCredentials()));
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::DelayQueue::NewStub(channel_);
   }
 
   void TearDown() override {
     store_.Release();
     for (std::thread& t : callers_) t.join();
+    service_->StartDraining();
     if (server_ != nullptr) server_->Shutdown();
     service_.reset();
     jobs_.reset();
@@ -223,6 +229,7 @@ class DelayQueueServiceTest : public ::testing::Test {
   std::unique_ptr<JobService> jobs_;
   std::unique_ptr<DelayQueueService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::DelayQueue::Stub> stub_;
   std::vector<std::thread> callers_;
   std::atomic<int> stalled_ok_{0};
@@ -275,6 +282,67 @@ TEST_F(DelayQueueServiceTest, ReadsAndAcksAnswerWhenEveryWriterIsStalled) {
   for (std::thread& t : callers_) t.join();
   callers_.clear();
   EXPECT_EQ(stalled_ok_, 40);
+}
+
+// Health is served beside the job API, on the same completion queue: the
+// server and the job API by name, nothing else.
+TEST_F(DelayQueueServiceTest, HealthChecksTheServerAndTheJobApiOnly) {
+  std::unique_ptr<Health::Stub> health = Health::NewStub(channel_);
+  for (const std::string name : {"", "delayd.v1.DelayQueue"}) {
+    grpc::ClientContext context;
+    SetDeadline(context, kWait);
+    HealthCheckRequest req;
+    req.set_service(name);
+    HealthCheckResponse reply;
+    const grpc::Status s = health->Check(&context, req, &reply);
+    ASSERT_TRUE(s.ok()) << name << ": " << s.error_message();
+    EXPECT_EQ(reply.status(), HealthCheckResponse::SERVING) << name;
+  }
+  grpc::ClientContext context;
+  SetDeadline(context, kWait);
+  HealthCheckRequest req;
+  req.set_service("delayd.v1.Nothing");
+  HealthCheckResponse reply;
+  EXPECT_EQ(health->Check(&context, req, &reply).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+// A Watch sees SERVING, then NOT_SERVING when the server drains, and then
+// ends UNAVAILABLE; a Check then answers NOT_SERVING. A Watch of an unknown
+// name sees SERVICE_UNKNOWN.
+TEST_F(DelayQueueServiceTest, HealthWatchSeesTheDrainAndEnds) {
+  std::unique_ptr<Health::Stub> health = Health::NewStub(channel_);
+  {
+    grpc::ClientContext context;
+    SetDeadline(context, kWait);
+    HealthCheckRequest req;
+    req.set_service("delayd.v1.Nothing");
+    auto watch = health->Watch(&context, req);
+    HealthCheckResponse status;
+    ASSERT_TRUE(watch->Read(&status));
+    EXPECT_EQ(status.status(), HealthCheckResponse::SERVICE_UNKNOWN);
+    context.TryCancel();
+    while (watch->Read(&status)) {
+    }
+    EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  grpc::ClientContext context;
+  SetDeadline(context, kWait);
+  auto watch = health->Watch(&context, HealthCheckRequest());
+  HealthCheckResponse status;
+  ASSERT_TRUE(watch->Read(&status));
+  EXPECT_EQ(status.status(), HealthCheckResponse::SERVING);
+  service_->StartDraining();
+  ASSERT_TRUE(watch->Read(&status));
+  EXPECT_EQ(status.status(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_FALSE(watch->Read(&status));
+  EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  grpc::ClientContext check_context;
+  SetDeadline(check_context, kWait);
+  HealthCheckResponse reply;
+  ASSERT_TRUE(health->Check(&check_context, HealthCheckRequest(), &reply).ok());
+  EXPECT_EQ(reply.status(), HealthCheckResponse::NOT_SERVING);
 }
 
 }  // namespace
