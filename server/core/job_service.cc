@@ -289,6 +289,7 @@ absl::StatusOr<int64_t> JobService::RecomputeRecurring(
 }
 
 void JobService::Start() {
+  writer_.StartReadying();
   scheduler_.Start();
   occurrences_.Start();
   fire_.Start();

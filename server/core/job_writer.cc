@@ -234,10 +234,19 @@ void JobWriter::Commit(const Decision& d) {
   }
   if (!d.mutation.has_value()) return;
   const Mutation& m = *d.mutation;
-  d_.ledger->Apply(JobLedger::Of(m, d.was, d.was_payload_bytes,
-                                 d.created    ? JobLedger::Cause::kScheduled
-                                 : d.canceled ? JobLedger::Cause::kCanceled
-                                              : JobLedger::Cause::kOther));
+  JobLedger::Change change =
+      JobLedger::Of(m, d.was, d.was_payload_bytes,
+                    d.created    ? JobLedger::Cause::kScheduled
+                    : d.canceled ? JobLedger::Cause::kCanceled
+                                 : JobLedger::Cause::kOther);
+  // Due already: READY at once (StartReadying). Only a plain job: a
+  // recurring job's entry makes occurrences, an occurrence made ahead is
+  // counted by recovery.
+  change.ready_now =
+      ready_at_once_.load(std::memory_order_relaxed) &&
+      m.kind() == Mutation::Kind::kPut && storage::DueMarkOf(m.record()) == 0 &&
+      change.due_ms.has_value() && *change.due_ms <= d_.clock->NowMs();
+  const bool readied = d_.ledger->Apply(change);
   const absl::string_view topic = AsAbsl(m.topic());
   const absl::string_view id = AsAbsl(m.id());
   if (m.kind() == Mutation::Kind::kPut &&
@@ -248,6 +257,10 @@ void JobWriter::Commit(const Decision& d) {
   } else {
     // Replaced (or deleted): a delivery out is superseded.
     d_.deliverer->DropLease(topic, id);
+  }
+  if (readied) {
+    d_.ledger->CountFired(topic, 1);
+    d_.deliverer->Kick(topic);
   }
 }
 

@@ -40,6 +40,8 @@ bool JobLedger::Apply(const Change& c) {
   bool queued = false;
   if (waiting && c.due_ms.has_value()) {
     if (c.ready_now) {
+      // A timer it had (moved into the past) would fire for nothing.
+      timers_->Disarm(KeyHash(c.topic, c.id), KeyCheck(c.topic, c.id));
       queued = topics_->PushReady(c.topic, c.id);
     } else {
       timers_->Arm(KeyHash(c.topic, c.id), KeyCheck(c.topic, c.id), *c.due_ms);
