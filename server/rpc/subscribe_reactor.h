@@ -75,8 +75,9 @@ class SubscribeReactor final
   v1::SubscribeRequest request_;
   absl::Time start_;
   std::shared_ptr<Stream> stream_;
-  // 0: never registered. Atomic: a write may end (OnWriteDone) before the
-  // constructor has stored it.
+  // 0: never registered. Set by Begin and read by OnWriteDone and OnDone,
+  // all on the polling thread; atomic so that it stays right if Begin ever
+  // runs elsewhere.
   std::atomic<uint64_t> subscriber_{0};
   QuotaKeeper::Ticket quota_;
 };
