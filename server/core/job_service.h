@@ -97,6 +97,10 @@ class JobService {
   // (JobWriter::SetInlineWrites): for a store that does not sync. REQUIRES:
   // called before the service serves.
   void SetInlineWrites(bool on) { writer_.SetInlineWrites(on); }
+  bool inline_writes() const { return writer_.inline_writes(); }
+  // JobWriter::GatherOnThisThread and WriteGathered.
+  void GatherOnThisThread() { writer_.GatherOnThisThread(); }
+  bool WriteGathered() { return writer_.WriteGathered(commits_); }
   // How crowds are taken ahead (FirePath::SchedulerAhead; lead_ms 0: not
   // at all). REQUIRES: called before Start.
   void SetFireAhead(int64_t lead_ms, size_t min_jobs) {

@@ -34,6 +34,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -75,6 +76,24 @@ class JobWriter {
   // would cost more than the write. A write that would stall goes to the
   // queue after all. REQUIRES: called before any Async call.
   void SetInlineWrites(bool on) { inline_writes_ = on; }
+  bool inline_writes() const { return inline_writes_; }
+  // Makes the calling thread the gatherer (gRPC's polling thread): from
+  // now on, with inline writes, the Async calls it makes keep their
+  // writes, each under its key lock, until it calls WriteGathered, which
+  // writes them all as one store batch and then answers them. The calls
+  // that came together share one store write (one WAL append), on the
+  // thread that took them. (Not with a store that syncs: the thread would
+  // wait for the disk, and every other call with it.) Async calls on
+  // other threads are as before. REQUIRES: at most one gatherer.
+  void GatherOnThisThread() {
+    gatherer_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  }
+  // On the gatherer: writes what it gathered as one batch and answers each
+  // (when the batch fails or would stall, each goes through `commits`
+  // instead, which writes it where it may wait, alone if need be). Returns
+  // false when nothing was gathered. An answer may gather more (a stream's
+  // next batch): the next call writes it.
+  bool WriteGathered(CommitQueue& commits);
   // From now on a plain job committed already due (its due time at or
   // before now) is queued READY at once, instead of getting a timer that
   // fires at once and that the fire path then matches against the job's
@@ -242,10 +261,13 @@ class JobWriter {
   // the lock given back, then `reply` with the write's status.
   // `d` withdraws nothing: TryLockAndRead declines a job that made an
   // occurrence ahead.
-  void SubmitDecision(
-      CommitQueue& commits, std::unique_ptr<Decision> d,
-      std::unique_ptr<KeyLocks::Guard> guard,
-      absl::AnyInvocable<void(absl::Status, Decision&) &&> reply);
+  // On the gatherer it keeps them for WriteGathered instead.
+  using Reply = absl::AnyInvocable<void(absl::Status, Decision&) &&>;
+  void SubmitDecision(CommitQueue& commits, std::unique_ptr<Decision> d,
+                      std::unique_ptr<KeyLocks::Guard> guard, Reply reply);
+  // SubmitDecision through `commits`.
+  void Enqueue(CommitQueue& commits, std::unique_ptr<Decision> d,
+               std::unique_ptr<KeyLocks::Guard> guard, Reply reply);
   // Reschedule's checks before the lock: the key, and the due time (ms).
   absl::StatusOr<int64_t> PlanReschedule(const v1::RescheduleRequest& req,
                                          int64_t now_ms) const;
@@ -268,6 +290,14 @@ class JobWriter {
   // Constant after construction.
   const Deps d_;
   bool inline_writes_ = false;  // constant once calls come
+  std::atomic<std::thread::id> gatherer_;
+  // A decision kept by the gatherer for WriteGathered, with its lock.
+  struct Gathered {
+    std::unique_ptr<Decision> d;
+    std::unique_ptr<KeyLocks::Guard> guard;
+    Reply reply;
+  };
+  std::vector<Gathered> gathered_;  // the gatherer's alone
   std::atomic<bool> ready_at_once_{false};
   IdGenerator ids_;
 };

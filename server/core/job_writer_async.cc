@@ -1,10 +1,12 @@
 // JobWriter: Schedule, Reschedule and Cancel for a caller on gRPC's thread,
-// which must not wait — the key lock only if free, the write through the
-// CommitQueue (or, under --sync=none, on this thread unless it would
+// which must not wait — the key lock only if free, the write gathered
+// with the others of the polling thread's turn (WriteGathered), or through
+// the CommitQueue (or, under --sync=none, on this thread unless it would
 // stall).
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -58,11 +60,16 @@ std::optional<absl::StatusOr<JobWriter::LockedOne>> JobWriter::TryLockAndRead(
   return out;
 }
 
-void JobWriter::SubmitDecision(
-    CommitQueue& commits, std::unique_ptr<Decision> d,
-    std::unique_ptr<KeyLocks::Guard> guard,
-    absl::AnyInvocable<void(absl::Status, Decision&) &&> reply) {
+void JobWriter::SubmitDecision(CommitQueue& commits,
+                               std::unique_ptr<Decision> d,
+                               std::unique_ptr<KeyLocks::Guard> guard,
+                               Reply reply) {
   if (inline_writes_) {
+    if (gatherer_.load(std::memory_order_relaxed) ==
+        std::this_thread::get_id()) {
+      gathered_.push_back({std::move(d), std::move(guard), std::move(reply)});
+      return;
+    }
     absl::Status written =
         d_.store->Apply({&*d->mutation, 1}, storage::Durability::kSyncNoStall);
     if (!storage::IsWouldStall(written)) {
@@ -72,6 +79,11 @@ void JobWriter::SubmitDecision(
       return;
     }
   }
+  Enqueue(commits, std::move(d), std::move(guard), std::move(reply));
+}
+
+void JobWriter::Enqueue(CommitQueue& commits, std::unique_ptr<Decision> d,
+                        std::unique_ptr<KeyLocks::Guard> guard, Reply reply) {
   storage::Mutation mutation = *std::move(d->mutation);
   d->mutation.reset();
   commits.Submit(std::move(mutation),
@@ -85,6 +97,34 @@ void JobWriter::SubmitDecision(
                    guard.reset();
                    std::move(reply)(std::move(written), *d);
                  });
+}
+
+bool JobWriter::WriteGathered(CommitQueue& commits) {
+  if (gathered_.empty()) return false;
+  std::vector<Gathered> group;
+  group.swap(gathered_);  // answers may gather more meanwhile
+  std::vector<storage::Mutation> mutations;
+  mutations.reserve(group.size());
+  for (Gathered& g : group) {
+    mutations.push_back(*std::move(g.d->mutation));
+    g.d->mutation.reset();
+  }
+  const absl::Status written =
+      d_.store->Apply(mutations, storage::Durability::kSyncNoStall);
+  for (size_t i = 0; i < group.size(); ++i) {
+    Gathered& g = group[i];
+    g.d->mutation = std::move(mutations[i]);
+    if (!written.ok()) {
+      // It would stall, or failed: a failure must not reach a write that
+      // would have succeeded alone, and the queue writes each alone then.
+      Enqueue(commits, std::move(g.d), std::move(g.guard), std::move(g.reply));
+      continue;
+    }
+    Commit(*g.d);
+    g.guard.reset();
+    std::move(g.reply)(absl::OkStatus(), *g.d);
+  }
+  return true;
 }
 
 bool JobWriter::ScheduleAsync(const v1::ScheduleRequest& req,

@@ -345,6 +345,7 @@ void DelayQueueService::Start() {
 
 void DelayQueueService::Poll() {
   UnaryCall::polling = this;
+  jobs_->GatherOnThisThread();
   void* tag = nullptr;
   bool ok = false;
   while (cq_->Next(&tag, &ok)) {
@@ -355,7 +356,13 @@ void DelayQueueService::Poll() {
            grpc::CompletionQueue::GOT_EVENT) {
       static_cast<Tag*>(tag)->Proceed(ok);
     }
-    SendAnswers();
+    // The writes of the calls taken, as one batch (one fsync), then their
+    // answers; a stream answered may start its next batch, written next.
+    bool wrote = false;
+    do {
+      wrote = jobs_->WriteGathered();
+      SendAnswers();
+    } while (wrote);
   }
 }
 

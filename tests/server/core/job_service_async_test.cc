@@ -2,10 +2,14 @@
 // for a caller on gRPC's thread: each answers what its blocking twin
 // answers, writes once per change, declines while the job's lock is held,
 // and under inline writes (--sync=none) answers on the calling thread.
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/job_store.h"
@@ -250,6 +254,109 @@ TEST_F(JobServiceTest, InlineWritesAnswerOnTheCallingThread) {
   EXPECT_FALSE(Stored("t", "c").has_value());
   EXPECT_EQ(service().commits().writes(), 1);
   EXPECT_EQ(Counts("t").live, 1);
+}
+
+// With inline writes, the gatherer's Async calls (gRPC's polling thread)
+// keep their writes, each job locked, until WriteGathered writes them as
+// one store write and answers each; nothing is answered before. A job
+// whose write is gathered declines another Async call on it.
+TEST_F(JobServiceTest, TheGathererWritesItsCallsAsOneWrite) {
+  ASSERT_OK(service().Schedule(ScheduleReq("t", "z", 30'000)));
+  service().SetInlineWrites(true);
+  service().GatherOnThisThread();
+  const uint64_t writes = memory_.stats().writes;
+  std::vector<std::optional<absl::StatusOr<v1::ScheduleResponse>>> scheduled(2);
+  for (int i = 0; i < 2; ++i) {
+    JobWriter::ScheduleDone done = [&,
+                                    i](absl::StatusOr<v1::ScheduleResponse> r) {
+      scheduled[i] = std::move(r);
+    };
+    ASSERT_TRUE(service().ScheduleAsync(
+        ScheduleReq("t", i == 0 ? "a" : "b", 30'000), done));
+  }
+  std::optional<absl::StatusOr<v1::CancelResponse>> canceled;
+  JobWriter::CancelDone cancel_done =
+      [&](absl::StatusOr<v1::CancelResponse> r) { canceled = std::move(r); };
+  ASSERT_TRUE(service().CancelAsync(CancelReq("t", "z"), cancel_done));
+  // A refusal writes nothing, and is answered at once.
+  std::optional<absl::StatusOr<v1::ScheduleResponse>> invalid;
+  JobWriter::ScheduleDone invalid_done =
+      [&](absl::StatusOr<v1::ScheduleResponse> r) { invalid = std::move(r); };
+  ASSERT_TRUE(
+      service().ScheduleAsync(ScheduleReq("", "c", 1000), invalid_done));
+  ASSERT_TRUE(invalid.has_value());
+  EXPECT_EQ(invalid->status().code(), absl::StatusCode::kInvalidArgument);
+  // Nothing written nor answered yet; "a" is locked until written.
+  EXPECT_FALSE(scheduled[0].has_value());
+  EXPECT_FALSE(scheduled[1].has_value());
+  EXPECT_FALSE(canceled.has_value());
+  EXPECT_EQ(memory_.stats().writes, writes);
+  EXPECT_FALSE(Stored("t", "a").has_value());
+  EXPECT_FALSE(ScheduleAsyncAndWait(service(), ScheduleReq("t", "a", 30'000))
+                   .has_value());
+
+  EXPECT_TRUE(service().WriteGathered());
+  EXPECT_EQ(memory_.stats().writes, writes + 1);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(scheduled[i].has_value()) << i;
+    ASSERT_OK(*scheduled[i]);
+    EXPECT_TRUE((*scheduled[i])->created());
+  }
+  ASSERT_TRUE(canceled.has_value());
+  ASSERT_OK(*canceled);
+  EXPECT_EQ((*canceled)->outcome(), v1::CANCEL_OUTCOME_CANCELED);
+  EXPECT_TRUE(Stored("t", "a").has_value());
+  EXPECT_TRUE(Stored("t", "b").has_value());
+  EXPECT_FALSE(Stored("t", "z").has_value());
+  EXPECT_EQ(Counts("t").live, 2);
+  EXPECT_EQ(service().timers_pending(), 2u);
+  EXPECT_FALSE(service().WriteGathered());
+  EXPECT_EQ(service().commits().writes(), 0);
+}
+
+// A gathered write that would stall, or fails, reaches each of its calls
+// through the commit queue, which writes where it may wait (alone when a
+// write of several fails): a failure reaches no call whose write would
+// have succeeded.
+TEST_F(JobServiceTest, AGatheredWriteThatFailsGoesThroughTheQueue) {
+  service().SetInlineWrites(true);
+  service().GatherOnThisThread();
+  const absl::Status faults[] = {storage::WouldStallError(),
+                                 absl::UnavailableError("disk on fire")};
+  for (int f = 0; f < 2; ++f) {
+    const absl::Status& fault = faults[f];
+    SCOPED_TRACE(fault.ToString());
+    const int64_t queued = service().commits().writes();
+    std::vector<std::shared_ptr<absl::Notification>> answered;
+    std::vector<std::shared_ptr<absl::StatusOr<v1::ScheduleResponse>>> results;
+    std::vector<std::string> ids;
+    for (int i = 0; i < 3; ++i) {
+      answered.push_back(std::make_shared<absl::Notification>());
+      results.push_back(
+          std::make_shared<absl::StatusOr<v1::ScheduleResponse>>());
+      ids.push_back(absl::StrCat(f, "-", i));
+      JobWriter::ScheduleDone done =
+          [n = answered[i],
+           r = results[i]](absl::StatusOr<v1::ScheduleResponse> result) {
+            *r = std::move(result);
+            n->Notify();
+          };
+      ASSERT_TRUE(
+          service().ScheduleAsync(ScheduleReq("t", ids[i], 1000), done));
+    }
+    store_.FailNextWrites(1, fault);
+    EXPECT_TRUE(service().WriteGathered());
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(answered[i]->WaitForNotificationWithTimeout(kWait)) << i;
+      ASSERT_OK(*results[i]);
+      EXPECT_TRUE(Stored("t", ids[i]).has_value()) << i;
+    }
+    // Through the queue, in one to three writes (its committer may take
+    // the first before the others come).
+    EXPECT_GE(service().commits().writes(), queued + 1);
+    EXPECT_LE(service().commits().writes(), queued + 3);
+  }
+  EXPECT_EQ(Counts("t").live, 6);
 }
 
 }  // namespace
