@@ -11,17 +11,19 @@
 // Schedule, Reschedule and Cancel are the exceptions: each is decided on the
 // polling thread when its job's key lock is free (JobWriter::ScheduleAsync,
 // RescheduleAsync, CancelAsync), and its write goes to the CommitQueue, which
-// replies after the fsync (under --sync=none the polling thread writes and
-// replies itself, unless the write would stall); one whose lock is held runs
-// on a worker as the others do. The workers are three pools, so that one
-// kind of wait does not starve the others: writes (Schedule, ScheduleBatch,
-// Reschedule, Cancel, CancelByPrefix, Redrive, PauseJob, ResumeJob), lease
-// transitions (Ack, Nack, ExtendLease), and reads (GetJob, ListJobs,
-// GetStats, PreviewSchedule), which answer even while every writer waits.
-// Subscribe is a SubscribeReactor (subscribe_reactor.h), which streams what
-// the Deliverer hands it; ScheduleStream a ScheduleStreamReactor
-// (schedule_stream_reactor.h), which runs its requests on the writers' pool
-// in batches.
+// replies after the fsync. Under --sync=none the polling thread writes and
+// replies itself: it gathers the writes of the calls it took in one turn
+// (every event already queued) and writes them as one store write at the
+// turn's end, unless that would stall (JobWriter::WriteGathered). One whose
+// lock is held runs on a worker as the others do. The workers are three pools,
+// so that one kind of wait does not starve the others: writes (Schedule,
+// ScheduleBatch, Reschedule, Cancel, CancelByPrefix, Redrive, PauseJob,
+// ResumeJob), lease transitions (Ack, Nack, ExtendLease), and reads (GetJob,
+// ListJobs, GetStats, PreviewSchedule), which answer even while every writer
+// waits. Subscribe is a SubscribeReactor (subscribe_reactor.h), which streams
+// what the Deliverer hands it; ScheduleStream a ScheduleStreamReactor
+// (schedule_stream_reactor.h), which runs its requests in batches, on the
+// writers' pool, or under --sync=none as the unary Schedule runs.
 //
 // Access (core/access.h) decides who may call what, and QuotaKeeper how much:
 // each call is authenticated, its request authorized and admitted by the

@@ -170,9 +170,34 @@ void ScheduleStreamReactor::OnReadDone(bool ok) {
   Do(std::move(actions));
 }
 
+void ScheduleStreamReactor::Start(std::deque<Entry> batch) {
+  if (!jobs_->inline_writes()) {
+    // Its writes wait for the disk: on a worker, one synced write a batch.
+    auto moved = std::make_shared<std::deque<Entry>>(std::move(batch));
+    writes_->Run([this, moved] { RunBatch(std::move(*moved)); });
+    return;
+  }
+  while (true) {
+    std::optional<Actions> actions = StartHere(std::move(batch));
+    if (!actions.has_value()) return;  // answered later, elsewhere
+    const bool more = actions->run;
+    actions->run = false;
+    batch = std::move(actions->batch);
+    // With a batch claimed the stream cannot finish: `this` lives on.
+    Do(std::move(*actions));
+    if (!more) return;
+  }
+}
+
 void ScheduleStreamReactor::RunBatch(std::deque<Entry> batch) {
   while (true) {
-    Actions actions = Answer(std::move(batch));
+    std::vector<const v1::StreamRequest*> run;
+    for (const Entry& e : batch) {
+      if (!e.refused) run.push_back(&e.request);
+    }
+    std::vector<v1::StreamAnswer> answers;
+    if (!run.empty()) answers = jobs_->Stream(run);
+    Actions actions = Queue(batch, answers);
     // A batch read meanwhile runs here too: no hand-off to another worker
     // per batch while the stream is busy.
     const bool more = actions.run;
@@ -184,14 +209,103 @@ void ScheduleStreamReactor::RunBatch(std::deque<Entry> batch) {
   }
 }
 
-ScheduleStreamReactor::Actions ScheduleStreamReactor::Answer(
+std::optional<ScheduleStreamReactor::Actions> ScheduleStreamReactor::StartHere(
     std::deque<Entry> batch) {
-  std::vector<const v1::StreamRequest*> run;
-  for (const Entry& e : batch) {
-    if (!e.refused) run.push_back(&e.request);
+  auto running = std::make_shared<Running>();
+  running->batch = std::move(batch);
+  size_t count = 0;
+  for (const Entry& e : running->batch) count += e.refused ? 0 : 1;
+  running->answers.resize(count);
+  size_t k = 0;
+  auto it = running->batch.begin();
+  for (; it != running->batch.end(); ++it) {
+    if (it->refused) continue;
+    running->pending.fetch_add(1, std::memory_order_relaxed);
+    if (!StartOne(running, it->request, k)) {
+      running->pending.fetch_sub(1, std::memory_order_relaxed);
+      break;
+    }
+    ++k;
   }
-  std::vector<v1::StreamAnswer> answers;
-  if (!run.empty()) answers = jobs_->Stream(run);
+  if (it != running->batch.end()) {
+    // It and the rest on a worker, which may wait, in order: one on a job
+    // whose write is still gathered waits there for its key lock.
+    std::vector<const v1::StreamRequest*> rest;
+    for (; it != running->batch.end(); ++it) {
+      if (!it->refused) rest.push_back(&it->request);
+    }
+    running->pending.fetch_add(1, std::memory_order_relaxed);
+    writes_->Run([this, running, rest = std::move(rest), k] {
+      std::vector<v1::StreamAnswer> answers = jobs_->Stream(rest);
+      for (size_t j = 0; j < answers.size(); ++j) {
+        running->answers[k + j] = std::move(answers[j]);
+      }
+      Arrive(running);
+    });
+  }
+  if (running->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+    return std::nullopt;
+  }
+  return Queue(running->batch, running->answers);
+}
+
+namespace {
+
+// A unary rpc's result as the stream's answer (JobWriter::Stream's).
+template <typename Response>
+void SetAnswer(v1::StreamAnswer& answer, absl::StatusOr<Response> result,
+               Response* (v1::StreamAnswer::*field)()) {
+  if (result.ok()) {
+    (answer.*field)()->Swap(&*result);
+    return;
+  }
+  answer.set_code(static_cast<int>(result.status().code()));
+  answer.set_message(std::string(result.status().message()));
+}
+
+}  // namespace
+
+bool ScheduleStreamReactor::StartOne(const std::shared_ptr<Running>& running,
+                                     const v1::StreamRequest& request,
+                                     size_t k) {
+  if (request.has_schedule()) {
+    JobWriter::ScheduleDone done =
+        [this, running, k](absl::StatusOr<v1::ScheduleResponse> result) {
+          SetAnswer(running->answers[k], std::move(result),
+                    &v1::StreamAnswer::mutable_schedule);
+          Arrive(running);
+        };
+    return jobs_->ScheduleAsync(request.schedule(), done);
+  }
+  if (request.has_reschedule()) {
+    JobWriter::RescheduleDone done =
+        [this, running, k](absl::StatusOr<v1::RescheduleResponse> result) {
+          SetAnswer(running->answers[k], std::move(result),
+                    &v1::StreamAnswer::mutable_reschedule);
+          Arrive(running);
+        };
+    return jobs_->RescheduleAsync(request.reschedule(), done);
+  }
+  if (request.has_cancel()) {
+    JobWriter::CancelDone done =
+        [this, running, k](absl::StatusOr<v1::CancelResponse> result) {
+          SetAnswer(running->answers[k], std::move(result),
+                    &v1::StreamAnswer::mutable_cancel);
+          Arrive(running);
+        };
+    return jobs_->CancelAsync(request.cancel(), done);
+  }
+  return false;  // JobService::Stream answers it
+}
+
+void ScheduleStreamReactor::Arrive(const std::shared_ptr<Running>& running) {
+  if (running->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  Actions actions = Queue(running->batch, running->answers);
+  Do(std::move(actions));
+}
+
+ScheduleStreamReactor::Actions ScheduleStreamReactor::Queue(
+    std::deque<Entry>& batch, std::vector<v1::StreamAnswer>& answers) {
   std::vector<Answers> out;
   v1::ScheduleStreamResponse response;
   size_t response_bytes = 0;
@@ -322,10 +436,6 @@ void ScheduleStreamReactor::Do(Actions a) {
     Finish(a.status);  // may delete this (OnDone)
     return;
   }
-  if (a.run) {
-    auto batch = std::make_shared<std::deque<Entry>>(std::move(a.batch));
-    writes_->Run([this, batch] { RunBatch(std::move(*batch)); });
-  }
   if (a.write) {
     // More answers are queued: let gRPC send this one with the next.
     grpc::WriteOptions options;
@@ -333,6 +443,8 @@ void ScheduleStreamReactor::Do(Actions a) {
     StartWrite(&writing_buffer_, options);
   }
   if (a.read) StartRead(&read_buffer_);
+  // Last: a batch answered here claims what follows it itself.
+  if (a.run) Start(std::move(a.batch));
 }
 
 }  // namespace delayd::server

@@ -8,11 +8,21 @@
 // Each message read is split into its requests, and each request is parsed
 // (on its own, so a malformed one is refused alone), authorized and
 // admitted by the quotas on the polling thread; a refused one is answered in
-// its place in the order. The others go to the writes pool in batches of up to
+// its place in the order. The others run in batches of up to
 // Limits::max_batch (and kMaxBatchBytes): one batch at a time per stream,
-// so the answers keep the requests' order (JobService::Stream decides and
-// writes them); the worker that ends a batch runs the next one if it is
-// there. A batch's answers are serialized on the worker; a write
+// so the answers keep the requests' order.
+//   * Under --sync=always a batch goes to the writes pool, where
+//     JobService::Stream decides and writes it (one fsync for a run of
+//     Schedules); the worker that ends a batch runs the next one if it is
+//     there, and the polling thread reads on meanwhile.
+//   * Under --sync=none (inline writes) the polling thread runs each
+//     request through the JobService's Async calls, as it runs a unary
+//     Schedule: their writes are gathered with the other calls of its turn
+//     and written together (JobWriter::WriteGathered). From the first
+//     request whose job is locked (its write still gathered, or another
+//     call's) the rest of the batch goes to a worker, which may wait. The
+//     thread that answers a batch's last request starts the next one.
+// A batch's answers are serialized on the thread that answers it; a write
 // takes every answer serialized and not yet written, up to kMaxAnswerBytes,
 // as one message (serialized messages concatenated are one message whose
 // repeated field holds all their items).
@@ -31,9 +41,12 @@
 #ifndef DELAYD_SERVER_RPC_SCHEDULE_STREAM_REACTOR_H_
 #define DELAYD_SERVER_RPC_SCHEDULE_STREAM_REACTOR_H_
 
+#include <atomic>
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -118,7 +131,7 @@ class ScheduleStreamReactor final
   // (reading_, writing_, running_, finished_), so no other thread finishes
   // the stream before it is started.
   struct Actions {
-    bool run = false;  // `batch` to a worker
+    bool run = false;  // `batch` to start (Start)
     std::deque<Entry> batch;
     bool write = false;  // writing_buffer_
     bool more = false;   // more answers queued after it
@@ -136,11 +149,38 @@ class ScheduleStreamReactor final
   // `response` serialized into a slice of its own (no copy through a
   // string).
   static Answers Serialize(const v1::ScheduleStreamResponse& response);
-  // Batches on a worker: `batch`, then each batch claimed when one ends.
+  // A batch run through the JobService's Async calls: its answers (one per
+  // request not refused, in order) and how many are still to come.
+  struct Running {
+    std::deque<Entry> batch;
+    std::vector<v1::StreamAnswer> answers;
+    // Answers to come, plus one while the batch is being started.
+    std::atomic<size_t> pending{1};
+  };
+  // Runs `batch`, then each batch claimed when one ends. With inline
+  // writes (--sync=none), on this thread while its requests need not wait
+  // (StartHere); otherwise on a worker (RunBatch).
+  void Start(std::deque<Entry> batch);
+  // Batches on a worker, each through JobService::Stream (one synced
+  // write for a run of Schedules): `batch`, then each batch claimed when
+  // one ends.
   void RunBatch(std::deque<Entry> batch);
-  // Answers one batch and queues the answers; what to start next (a next
-  // batch claimed among them).
-  Actions Answer(std::deque<Entry> batch);
+  // Starts each request of `batch` through the Async calls (on the
+  // polling thread their writes are gathered, JobWriter::WriteGathered);
+  // from the first that would have to wait, the rest run on a worker, in
+  // order. What to start next when the whole batch was answered here;
+  // nullopt when its last answer comes later, on another thread (Arrive).
+  std::optional<Actions> StartHere(std::deque<Entry> batch);
+  // One request of `running`, its answer at `k`: false when it would
+  // have to wait (nothing done).
+  bool StartOne(const std::shared_ptr<Running>& running,
+                const v1::StreamRequest& request, size_t k);
+  // An answer of `running` came: when the last, queues them all and starts
+  // what follows.
+  void Arrive(const std::shared_ptr<Running>& running);
+  // Queues `answers`, those of batch's requests not refused, in order.
+  Actions Queue(std::deque<Entry>& batch,
+                std::vector<v1::StreamAnswer>& answers);
   Actions NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts what NextLocked claimed; after a Finish touches nothing.
   void Do(Actions actions);

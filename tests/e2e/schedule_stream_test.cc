@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -63,14 +64,35 @@ class ScheduleStreamTest : public SchedulingTest {
     *status = stream->Finish();
     return answers;
   }
+
+  void ExpectFarAheadAnswered();
 };
 
-class EachRequestTest : public ScheduleStreamTest,
-                        public ::testing::WithParamInterface<size_t> {};
+// Requests per message, and the server's --sync.
+class EachRequestTest
+    : public ScheduleStreamTest,
+      public ::testing::WithParamInterface<std::tuple<size_t, std::string>> {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(server_,
+                         DelaydProcess::Start({"--sync=" + sync()}, ""));
+    client_ = std::make_unique<SchedulingClient>(server_->NewChannel());
+  }
+  size_t per_message() const { return std::get<0>(GetParam()); }
+  std::string sync() const { return std::get<1>(GetParam()); }
+};
 
 // Requests one per message, and all in one message (the answers then come
-// in one message too): the same answers.
-INSTANTIATE_TEST_SUITE_P(PerMessage, EachRequestTest, ::testing::Values(1, 6));
+// in one message too): the same answers. Under --sync=always a worker runs
+// each batch; under --sync=none the polling thread runs its requests and
+// gathers their writes, and hands a worker the rest of a batch from the
+// first request whose job is locked (here the second request on "a", and
+// the Cancel of "b", whose writes are still gathered when all six come in
+// one message).
+INSTANTIATE_TEST_SUITE_P(PerMessage, EachRequestTest,
+                         ::testing::Combine(::testing::Values(1, 6),
+                                            ::testing::Values("always",
+                                                              "none")));
 
 TEST_P(EachRequestTest, EachRequestGetsItsOwnAnswerInOrder) {
   const v1::ScheduleRequest invalid =
@@ -87,7 +109,7 @@ TEST_P(EachRequestTest, EachRequestGetsItsOwnAnswerInOrder) {
   requests[4].mutable_cancel()->mutable_key()->set_id("b");
   grpc::Status status;
   const std::vector<v1::StreamAnswer> answers =
-      RunStream(requests, GetParam(), &status);
+      RunStream(requests, per_message(), &status);
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_EQ(answers.size(), requests.size());
   EXPECT_EQ(answers[0].code(), 0) << answers[0].message();
@@ -112,8 +134,21 @@ TEST_P(EachRequestTest, EachRequestGetsItsOwnAnswerInOrder) {
 }
 
 // The client writes 5,000 requests without waiting; the server reads ahead
-// at most 1024 of them, and answers every one, in order.
+// at most 1024 of them, and answers every one, in order: under --sync=none
+// too, where the polling thread runs the batches one after the other as
+// their gathered writes are answered.
 TEST_F(ScheduleStreamTest, AClientFarAheadOfTheAnswersGetsThemAllInOrder) {
+  {
+    SCOPED_TRACE("--sync=always");
+    ExpectFarAheadAnswered();
+  }
+  SCOPED_TRACE("--sync=none");
+  ASSERT_OK_AND_ASSIGN(server_, DelaydProcess::Start({"--sync=none"}, ""));
+  client_ = std::make_unique<SchedulingClient>(server_->NewChannel());
+  ExpectFarAheadAnswered();
+}
+
+void ScheduleStreamTest::ExpectFarAheadAnswered() {
   constexpr int kJobs = 5000;
   std::vector<v1::StreamRequest> requests;
   for (int i = 0; i < kJobs; ++i) {
