@@ -436,6 +436,10 @@ void ScheduleStreamReactor::Do(Actions a) {
     Finish(a.status);  // may delete this (OnDone)
     return;
   }
+  // A batch for a worker goes first, so that it runs while this thread
+  // writes; one run here goes last, and claims what follows it itself.
+  const bool here = a.run && jobs_->inline_writes();
+  if (a.run && !here) Start(std::move(a.batch));
   if (a.write) {
     // More answers are queued: let gRPC send this one with the next.
     grpc::WriteOptions options;
@@ -443,8 +447,7 @@ void ScheduleStreamReactor::Do(Actions a) {
     StartWrite(&writing_buffer_, options);
   }
   if (a.read) StartRead(&read_buffer_);
-  // Last: a batch answered here claims what follows it itself.
-  if (a.run) Start(std::move(a.batch));
+  if (here) Start(std::move(a.batch));
 }
 
 }  // namespace delayd::server
