@@ -121,6 +121,7 @@ class JobWriter {
       absl::AnyInvocable<void(absl::StatusOr<v1::ScheduleResponse>) &&>;
   bool ScheduleAsync(const v1::ScheduleRequest& req, CommitQueue& commits,
                      ScheduleDone& done);
+  // (job_writer_batch.cc, with Stream)
   absl::StatusOr<v1::ScheduleBatchResponse> ScheduleBatch(
       const v1::ScheduleBatchRequest& req);
   // Requests of one ScheduleStream, in the order they came: each gets
