@@ -262,7 +262,8 @@ class JobWriter {
   // the lock given back, then `reply` with the write's status.
   // `d` withdraws nothing: TryLockAndRead declines a job that made an
   // occurrence ahead.
-  // On the gatherer it keeps them for WriteGathered instead.
+  // With inline writes, on the gatherer, it keeps them for WriteGathered
+  // instead.
   using Reply = absl::AnyInvocable<void(absl::Status, Decision&) &&>;
   void SubmitDecision(CommitQueue& commits, std::unique_ptr<Decision> d,
                       std::unique_ptr<KeyLocks::Guard> guard, Reply reply);

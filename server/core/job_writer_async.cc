@@ -1,8 +1,8 @@
 // JobWriter: Schedule, Reschedule and Cancel for a caller on gRPC's thread,
-// which must not wait — the key lock only if free, the write gathered
-// with the others of the polling thread's turn (WriteGathered), or through
-// the CommitQueue (or, under --sync=none, on this thread unless it would
-// stall).
+// which must not wait — the key lock only if free, the write through the
+// CommitQueue, or under --sync=none on this thread unless it would stall
+// (on the polling thread, gathered with the others of its turn:
+// WriteGathered).
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -115,8 +115,9 @@ bool JobWriter::WriteGathered(CommitQueue& commits) {
     Gathered& g = group[i];
     g.d->mutation = std::move(mutations[i]);
     if (!written.ok()) {
-      // It would stall, or failed: a failure must not reach a write that
-      // would have succeeded alone, and the queue writes each alone then.
+      // It would stall, or failed: through the queue, which may wait, and
+      // writes each alone if their batch fails there too, so that a
+      // failure reaches no call whose write would have succeeded alone.
       Enqueue(commits, std::move(g.d), std::move(g.guard), std::move(g.reply));
       continue;
     }

@@ -356,8 +356,9 @@ void DelayQueueService::Poll() {
            grpc::CompletionQueue::GOT_EVENT) {
       static_cast<Tag*>(tag)->Proceed(ok);
     }
-    // The writes of the calls taken, as one batch (one fsync), then their
-    // answers; a stream answered may start its next batch, written next.
+    // Under --sync=none, the writes of the calls taken, as one store write,
+    // then their answers; a stream answered may start its next batch,
+    // written next.
     bool wrote = false;
     do {
       wrote = jobs_->WriteGathered();
