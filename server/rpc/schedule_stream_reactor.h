@@ -32,8 +32,9 @@
 // cannot be split or holds over kMaxRequestsPerMessage requests (nothing
 // after it is read); CANCELLED when the client cancels or a write fails.
 // Finish is called only when no batch is running, so OnDone, which deletes
-// the reactor, never races a worker. Callbacks never block: they take a
-// short mutex; reads, writes and Finish are started outside it.
+// the reactor, never races a thread that answers a batch. Callbacks never
+// block: they take a short mutex; reads, writes and Finish are started outside
+// it.
 //
 // Created and requested by DelayQueueService before its call arrives; on
 // arrival the service authenticates the caller (Begin). Owns itself
