@@ -28,6 +28,7 @@
 #include "server/timer/clock.h"
 #include "storage/forwarding_job_store.h"
 #include "storage/in_memory_job_store.h"
+#include "storage/job_store.h"
 #include "tests/support/poll.h"
 #include "tests/support/rpc_deadline.h"
 
@@ -44,7 +45,9 @@ constexpr char kStalled[] = "stalled";
 constexpr absl::Duration kWait = absl::Seconds(10);
 
 // Passes everything through to an InMemoryJobStore, except that while armed
-// an Apply that writes topic kStalled blocks until Release().
+// an Apply that writes topic kStalled blocks until Release(), and that the
+// next RefuseNoStall(n) writes made with Durability::kSyncNoStall are
+// refused as if they would stall.
 class StallingStore final : public storage::ForwardingJobStore {
  public:
   StallingStore() : ForwardingJobStore(memory_) {}
@@ -61,9 +64,24 @@ class StallingStore final : public storage::ForwardingJobStore {
     absl::MutexLock lock(&mu_);
     return stalled_;
   }
+  void RefuseNoStall(int n) {
+    absl::MutexLock lock(&mu_);
+    refusals_ = n;
+  }
+  int refusals_left() {
+    absl::MutexLock lock(&mu_);
+    return refusals_;
+  }
 
   absl::Status Apply(std::span<const storage::Mutation> mutations,
                      storage::Durability durability) override {
+    if (durability == storage::Durability::kSyncNoStall) {
+      absl::MutexLock lock(&mu_);
+      if (refusals_ > 0) {
+        --refusals_;
+        return storage::WouldStallError();
+      }
+    }
     bool stall = false;
     for (const storage::Mutation& m : mutations) {
       stall = stall || m.topic() == kStalled;
@@ -84,6 +102,7 @@ class StallingStore final : public storage::ForwardingJobStore {
   absl::Mutex mu_;
   bool stalling_ ABSL_GUARDED_BY(mu_) = false;
   int stalled_ ABSL_GUARDED_BY(mu_) = 0;
+  int refusals_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 v1::ScheduleRequest ScheduleReq(const std::string& topic, const std::string& id,
@@ -99,6 +118,7 @@ class DelayQueueServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     jobs_ = std::make_unique<JobService>(&store_, &clock_, Limits{});
+    jobs_->SetInlineWrites(inline_writes_);
     ASSERT_TRUE(jobs_->Recover().ok());
     jobs_->Start();
     service_ = std::make_unique<DelayQueueService>(jobs_.get(), &rpc_metrics_);
@@ -222,6 +242,7 @@ class DelayQueueServiceTest : public ::testing::Test {
     stream_context.TryCancel();
   }
 
+  bool inline_writes_ = false;  // as --sync=none; set before SetUp
   StallingStore store_;
   timer::SystemClock clock_;
   prometheus::Registry registry_;
@@ -343,6 +364,72 @@ TEST_F(DelayQueueServiceTest, HealthWatchSeesTheDrainAndEnds) {
   HealthCheckResponse reply;
   ASSERT_TRUE(health->Check(&check_context, HealthCheckRequest(), &reply).ok());
   EXPECT_EQ(reply.status(), HealthCheckResponse::NOT_SERVING);
+}
+
+// As delayd under --sync=none: writes on the polling thread.
+class DelayQueueServiceInlineTest : public DelayQueueServiceTest {
+ protected:
+  DelayQueueServiceInlineTest() { inline_writes_ = true; }
+};
+
+// Under --sync=none a ScheduleStream's requests run on the polling thread,
+// their writes gathered. When the gathered write would stall, the commit
+// queue writes those requests instead and its thread answers them, then
+// starts the stream's next batch: every request is still answered, in
+// order, each as its unary rpc would be.
+TEST_F(DelayQueueServiceInlineTest, AStreamWhoseGatheredWriteWouldStallGoesOn) {
+  store_.RefuseNoStall(1);
+  grpc::ClientContext context;
+  SetDeadline(context, kWait);
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ScheduleStreamRequest,
+                                           v1::ScheduleStreamResponse>>
+      stream = stub_->ScheduleStream(&context);
+  for (int m = 0; m < 3; ++m) {
+    v1::ScheduleStreamRequest message;
+    for (int i = 0; i < 3; ++i) {
+      *message.add_requests()->mutable_schedule() =
+          ScheduleReq("t", absl::StrCat("s", 3 * m + i), absl::Hours(1));
+    }
+    ASSERT_TRUE(stream->Write(message));
+  }
+  v1::ScheduleStreamRequest last;
+  v1::CancelRequest* cancel = last.add_requests()->mutable_cancel();
+  cancel->mutable_key()->set_topic("t");
+  cancel->mutable_key()->set_id("s0");
+  *last.add_requests()->mutable_schedule() =
+      ScheduleReq("t", "s1", absl::Hours(2));  // a duplicate id
+  ASSERT_TRUE(stream->Write(last));
+  ASSERT_TRUE(stream->WritesDone());
+  std::vector<v1::StreamAnswer> answers;
+  v1::ScheduleStreamResponse response;
+  while (stream->Read(&response)) {
+    for (const v1::StreamAnswer& a : response.answers()) answers.push_back(a);
+  }
+  const grpc::Status status = stream->Finish();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(answers.size(), 11u);
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_EQ(answers[i].code(), 0) << i << ": " << answers[i].message();
+    EXPECT_EQ(answers[i].schedule().job().id(), absl::StrCat("s", i));
+    EXPECT_TRUE(answers[i].schedule().created()) << i;
+  }
+  EXPECT_EQ(answers[9].code(), 0) << answers[9].message();
+  EXPECT_EQ(answers[9].cancel().outcome(), v1::CANCEL_OUTCOME_CANCELED);
+  EXPECT_EQ(answers[10].code(), grpc::StatusCode::ALREADY_EXISTS)
+      << answers[10].message();
+  EXPECT_EQ(store_.refusals_left(), 0);
+  EXPECT_GE(jobs_->commits().writes(), 1);
+  for (int i = 0; i < 9; ++i) {
+    grpc::ClientContext get_context;
+    SetDeadline(get_context, kWait);
+    v1::GetJobRequest get;
+    get.mutable_key()->set_topic("t");
+    get.mutable_key()->set_id(absl::StrCat("s", i));
+    v1::Job job;
+    EXPECT_EQ(stub_->GetJob(&get_context, get, &job).error_code(),
+              i == 0 ? grpc::StatusCode::NOT_FOUND : grpc::StatusCode::OK)
+        << i;
+  }
 }
 
 }  // namespace
