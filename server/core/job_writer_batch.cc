@@ -11,28 +11,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/core/job_writer.h"
+#include "server/core/stream_answer.h"
 #include "server/jobs/job_key.h"
 #include "storage/mutation.h"
 
 namespace delayd::server {
-namespace {
 
 using storage::Mutation;
-
-// A unary rpc's result as a ScheduleStream answer: the response in `field`,
-// or the code and message.
-template <typename Response>
-void Answer(v1::StreamAnswer& answer, absl::StatusOr<Response> result,
-            Response* (v1::StreamAnswer::*field)()) {
-  if (result.ok()) {
-    (answer.*field)()->Swap(&*result);
-    return;
-  }
-  answer.set_code(static_cast<int>(result.status().code()));
-  answer.set_message(std::string(result.status().message()));
-}
-
-}  // namespace
 
 absl::StatusOr<v1::ScheduleBatchResponse> JobWriter::ScheduleBatch(
     const v1::ScheduleBatchRequest& req) {
@@ -168,11 +153,11 @@ std::vector<v1::StreamAnswer> JobWriter::Stream(
     const v1::StreamRequest& request = *requests[i];
     if (!request.has_schedule()) {
       if (request.has_reschedule()) {
-        Answer(out[i], Reschedule(request.reschedule()),
-               &v1::StreamAnswer::mutable_reschedule);
+        SetStreamAnswer(out[i], Reschedule(request.reschedule()),
+                        &v1::StreamAnswer::mutable_reschedule);
       } else if (request.has_cancel()) {
-        Answer(out[i], Cancel(request.cancel()),
-               &v1::StreamAnswer::mutable_cancel);
+        SetStreamAnswer(out[i], Cancel(request.cancel()),
+                        &v1::StreamAnswer::mutable_cancel);
       } else {
         out[i].set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
         out[i].set_message("request: must hold schedule, reschedule or cancel");
@@ -204,11 +189,11 @@ std::vector<v1::StreamAnswer> JobWriter::Stream(
         ScheduleMany(
             run, [](size_t) { return std::string(); }, /*limit_reply=*/false);
     for (size_t k = 0; k < run.size(); ++k) {
-      Answer(out[i + k],
-             results.ok()
-                 ? std::move((*results)[k])
-                 : absl::StatusOr<v1::ScheduleResponse>(results.status()),
-             &v1::StreamAnswer::mutable_schedule);
+      SetStreamAnswer(
+          out[i + k],
+          results.ok() ? std::move((*results)[k])
+                       : absl::StatusOr<v1::ScheduleResponse>(results.status()),
+          &v1::StreamAnswer::mutable_schedule);
     }
     i = end;
   }

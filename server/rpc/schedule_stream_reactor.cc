@@ -9,6 +9,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "grpc/slice.h"
+#include "server/core/stream_answer.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/request_parser.h"
 
@@ -249,30 +250,14 @@ std::optional<ScheduleStreamReactor::Actions> ScheduleStreamReactor::StartHere(
   return Queue(running->batch, running->answers);
 }
 
-namespace {
-
-// A unary rpc's result as the stream's answer (JobWriter::Stream's).
-template <typename Response>
-void SetAnswer(v1::StreamAnswer& answer, absl::StatusOr<Response> result,
-               Response* (v1::StreamAnswer::*field)()) {
-  if (result.ok()) {
-    (answer.*field)()->Swap(&*result);
-    return;
-  }
-  answer.set_code(static_cast<int>(result.status().code()));
-  answer.set_message(std::string(result.status().message()));
-}
-
-}  // namespace
-
 bool ScheduleStreamReactor::StartOne(const std::shared_ptr<Running>& running,
                                      const v1::StreamRequest& request,
                                      size_t k) {
   if (request.has_schedule()) {
     JobWriter::ScheduleDone done =
         [this, running, k](absl::StatusOr<v1::ScheduleResponse> result) {
-          SetAnswer(running->answers[k], std::move(result),
-                    &v1::StreamAnswer::mutable_schedule);
+          SetStreamAnswer(running->answers[k], std::move(result),
+                          &v1::StreamAnswer::mutable_schedule);
           Arrive(running);
         };
     return jobs_->ScheduleAsync(request.schedule(), done);
@@ -280,8 +265,8 @@ bool ScheduleStreamReactor::StartOne(const std::shared_ptr<Running>& running,
   if (request.has_reschedule()) {
     JobWriter::RescheduleDone done =
         [this, running, k](absl::StatusOr<v1::RescheduleResponse> result) {
-          SetAnswer(running->answers[k], std::move(result),
-                    &v1::StreamAnswer::mutable_reschedule);
+          SetStreamAnswer(running->answers[k], std::move(result),
+                          &v1::StreamAnswer::mutable_reschedule);
           Arrive(running);
         };
     return jobs_->RescheduleAsync(request.reschedule(), done);
@@ -289,8 +274,8 @@ bool ScheduleStreamReactor::StartOne(const std::shared_ptr<Running>& running,
   if (request.has_cancel()) {
     JobWriter::CancelDone done =
         [this, running, k](absl::StatusOr<v1::CancelResponse> result) {
-          SetAnswer(running->answers[k], std::move(result),
-                    &v1::StreamAnswer::mutable_cancel);
+          SetStreamAnswer(running->answers[k], std::move(result),
+                          &v1::StreamAnswer::mutable_cancel);
           Arrive(running);
         };
     return jobs_->CancelAsync(request.cancel(), done);
