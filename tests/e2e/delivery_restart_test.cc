@@ -69,15 +69,16 @@ TEST_P(DeliveryRestartTest, RestartsInFlightUseUpMaxAttemptsThenDead) {
     ASSERT_NO_FATAL_FAILURE(Restart(GetParam()));
   }
   TestSubscriber& last = Subscribe("crash");
+  // The record is written DEAD, then counted: wait for both.
   EXPECT_TRUE(Eventually([&] {
     auto job = client_->GetJob("crash", "a");
-    return job.ok() && job.response.state() == v1::JOB_STATE_DEAD;
-  }));
+    return job.ok() && job.response.state() == v1::JOB_STATE_DEAD &&
+           client_->StatsOf("crash").dead() == 1u;
+  })) << client_->StatsOf("crash").DebugString();
   auto job = client_->GetJob("crash", "a");
   ASSERT_RPC_OK(job);
   EXPECT_EQ(job.response.attempts(), 3u);
   EXPECT_EQ(InvalidTimeFields(job.response), std::vector<std::string>());
-  EXPECT_EQ(client_->StatsOf("crash").dead(), 1u);
   EXPECT_EQ(last.received().size(), 0u);
 }
 

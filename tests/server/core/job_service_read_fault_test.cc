@@ -257,7 +257,8 @@ TEST_F(ReadFaultTest, TheTerminalStateScanTriesAgainAfterReadErrors) {
   ASSERT_TRUE(PollUntil(
       [&] {
         clock_.AdvanceMs(100);  // to the scan's next try
-        return !Stored("t", "left").has_value();
+        // Deleted, then uncounted: wait for both.
+        return !Stored("t", "left").has_value() && Counts("t").canceled == 0;
       },
       kWait, absl::Milliseconds(1)))
       << "the leftover CANCELED record was never finished";
@@ -293,7 +294,8 @@ TEST_F(ReadFaultTest,
   ASSERT_TRUE(PollUntil(
       [&] {
         clock_.AdvanceMs(100);  // to the next try
-        return !Stored("t", "left").has_value();
+        // Deleted, then uncounted: wait for both.
+        return !Stored("t", "left").has_value() && Counts("t").canceled == 0;
       },
       kWait, absl::Milliseconds(1)))
       << "the leftover CANCELED record was never finished";
