@@ -181,6 +181,7 @@ TEST_F(DelivererTest, RestartsInFlightUseUpAttemptsThenTheJobIsDead) {
     service().Start();
   }
   Sub sub = Subscribe("t");
+  ASSERT_TRUE(WaitForState("t", "a", v1::JOB_STATE_DEAD));
   Quiesce();
   EXPECT_EQ(sub.sink->count(), 0u);
   ASSERT_OK_AND_ASSIGN(v1::Job job, service().GetJob(GetReq("t", "a")));
@@ -199,6 +200,7 @@ TEST_F(DelivererTest, RestartsInFlightUseUpAttemptsThenTheJobIsDead) {
     EXPECT_EQ(sub.sink->at(attempt - 1).attempt(), attempt);
     clock_.AdvanceMs(1000);  // the lease expires
   }
+  ASSERT_TRUE(WaitForState("t", "a", v1::JOB_STATE_DEAD));
   Quiesce();
   EXPECT_EQ(sub.sink->count(), 3u);
   ASSERT_OK_AND_ASSIGN(job, service().GetJob(GetReq("t", "a")));

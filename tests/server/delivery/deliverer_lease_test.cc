@@ -194,6 +194,7 @@ TEST_F(DelivererTest, JobsReadyWhileADeliveryIsUnwrittenGoOnceItIsWritten) {
   clock_.SetMs(kStartMs + 100);
   ASSERT_TRUE(PollUntil([&] { return sub.sink->Unwritten() == 1; }, kWait));
   clock_.SetMs(kStartMs + 1100);  // the lease expired: credit back, room not
+  ASSERT_TRUE(PollUntil([&] { return Counts("t").ready == 2; }, kWait));
   Quiesce();
   ASSERT_EQ(sub.sink->sends().size(), 1u);
   ASSERT_EQ(Counts("t").ready, 2);
@@ -209,6 +210,7 @@ TEST_F(DelivererTest, LeaseExpiryCountsTowardsMaxAttempts) {
   clock_.AdvanceMs(1000);
   ASSERT_TRUE(sub.sink->WaitFor(2));
   clock_.AdvanceMs(1000);
+  ASSERT_TRUE(WaitForState("t", "a", v1::JOB_STATE_DEAD));
   Quiesce();
   EXPECT_EQ(sub.sink->count(), 2u);
   ASSERT_OK_AND_ASSIGN(v1::Job job, service().GetJob(GetReq("t", "a")));
@@ -237,6 +239,7 @@ TEST_F(DelivererTest, LivePayloadBytesFollowAJobOnEveryPathOut) {
   ASSERT_TRUE(sub.sink->WaitFor(2));
   EXPECT_EQ(Counts("t").live_payload_bytes, 1);
   clock_.AdvanceMs(1000);  // the lease expires: out of attempts
+  ASSERT_TRUE(WaitForState("t", "dies", v1::JOB_STATE_DEAD));
   Quiesce();
   ASSERT_OK_AND_ASSIGN(v1::Job dead, service().GetJob(GetReq("t", "dies")));
   EXPECT_EQ(dead.state(), v1::JOB_STATE_DEAD);

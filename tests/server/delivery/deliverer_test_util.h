@@ -208,6 +208,20 @@ class DelivererTest : public JobServiceTest {
     ASSERT_EQ(idle, 2) << "the service never went idle";
   }
 
+  // Waits until the job is in `state` and the topic's stats count it
+  // there (a state is written, then counted). Quiesce alone cannot wait for
+  // a clock move: the timer thread it wakes may not have run yet.
+  bool WaitForState(std::string_view topic, std::string_view id,
+                    v1::JobState state) {
+    return PollUntil(
+        [&] {
+          absl::StatusOr<v1::Job> job = service().GetJob(GetReq(topic, id));
+          if (!job.ok() || job->state() != state) return false;
+          return state != v1::JOB_STATE_DEAD || Stats(topic).dead() > 0;
+        },
+        kWait);
+  }
+
   v1::TopicStats Stats(std::string_view topic) {
     v1::GetStatsRequest req;
     req.set_topic(std::string(topic));
