@@ -198,6 +198,8 @@ class DelivererTest : public JobServiceTest {
 
   // Waits until the fire and delivery threads are idle (twice in a row,
   // some milliseconds apart): whatever was to happen by now has happened.
+  // Not what a clock move brings: the timer thread it wakes may run later
+  // (wait for its effect first, as WaitForState does).
   void Quiesce() {
     const absl::Time deadline = absl::Now() + kWait;
     int idle = 0;
