@@ -210,9 +210,10 @@ class DelivererTest : public JobServiceTest {
     ASSERT_EQ(idle, 2) << "the service never went idle";
   }
 
-  // Waits until the job is in `state` and the topic's stats count it
-  // there (a state is written, then counted). Quiesce alone cannot wait for
-  // a clock move: the timer thread it wakes may not have run yet.
+  // Waits until the job is in `state` and, for DEAD, until the topic's
+  // stats count a dead job (a state is written, then counted). Quiesce
+  // alone cannot wait for a clock move: the timer thread it wakes may not
+  // have run yet.
   bool WaitForState(std::string_view topic, std::string_view id,
                     v1::JobState state) {
     return PollUntil(
