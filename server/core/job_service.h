@@ -220,6 +220,12 @@ class JobService {
   // True when the fire thread has dealt with every timer fired and due by
   // now (a crowd taken ahead may still wait for its millisecond).
   bool FireSettledForTesting() { return fire_.SettledForTesting(); }
+  // True when the timer thread has fired every timer due by the clock's now
+  // (Scheduler::SleepsPastForTesting): what a clock move brings is then
+  // handed on, to be seen by IdleForTesting.
+  bool TimersSettledForTesting() {
+    return scheduler_.SleepsPastForTesting(clock_->NowMs());
+  }
   const CommitQueue& commits() const { return commits_; }
   // The jobs' key locks, to hold one in a test.
   KeyLocks& LocksForTesting() { return locks_; }

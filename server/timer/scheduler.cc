@@ -146,6 +146,13 @@ Scheduler::Stats Scheduler::stats() const {
   return stats_;
 }
 
+bool Scheduler::SleepsPastForTesting(int64_t ms) const {
+  internal::MutexLock lock(&mu_);
+  // The minimum while the callback runs or the thread yields; lowered by an
+  // entry due earlier (NoteDue).
+  return sleep_until_ms_ > ms;
+}
+
 void Scheduler::Run() {
   while (true) {
     // Read before taking the lock: the reading is no later than the moment

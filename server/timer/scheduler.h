@@ -129,6 +129,12 @@ class Scheduler {
   size_t size() const;
   Stats stats() const;
 
+  // True when the thread has handed every entry due by `ms` to the callback
+  // and returned from it: it sleeps, or is about to, until after `ms`. A
+  // test that moves a FakeClock to `ms` waits for this before it looks for
+  // what the move brings, or for its absence.
+  bool SleepsPastForTesting(int64_t ms) const;
+
  private:
   void Run();
   // Notes that an entry is now due at `due_ms`; true if the thread, asleep

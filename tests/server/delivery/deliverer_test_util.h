@@ -196,24 +196,24 @@ class DelivererTest : public JobServiceTest {
     return service().Nack(req);
   }
 
-  // Waits until the fire and delivery threads are idle (twice in a row,
-  // some milliseconds apart): whatever was to happen by now has happened.
-  // Not what a clock move brings: the timer thread it wakes may run later
-  // (wait for its effect first, as WaitForState does).
+  // Waits until the timer thread has fired every timer due by the clock's
+  // now and the fire and delivery threads are idle (twice in a row, some
+  // milliseconds apart): whatever was to happen by now, a clock move's
+  // lease expiries and fires included, has happened.
   void Quiesce() {
     const absl::Time deadline = absl::Now() + kWait;
     int idle = 0;
     while (idle < 2 && absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(5));
-      idle = service().IdleForTesting() ? idle + 1 : 0;
+      idle = service().TimersSettledForTesting() && service().IdleForTesting()
+                 ? idle + 1
+                 : 0;
     }
     ASSERT_EQ(idle, 2) << "the service never went idle";
   }
 
   // Waits until the job is in `state` and, for DEAD, until the topic's
-  // stats count a dead job (a state is written, then counted). Quiesce
-  // alone cannot wait for a clock move: the timer thread it wakes may not
-  // have run yet.
+  // stats count a dead job (a state is written, then counted).
   bool WaitForState(std::string_view topic, std::string_view id,
                     v1::JobState state) {
     return PollUntil(

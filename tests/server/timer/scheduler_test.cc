@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -406,6 +407,42 @@ TEST(SchedulerStopTest, DestructorStopsAnIdleThread) {
   ASSERT_TRUE(clock.AwaitWaiter(Clock::kNoDeadline, kPatience));
   scheduler.reset();
   EXPECT_THAT(collector.entries(), IsEmpty());
+}
+
+// SleepsPastForTesting(ms) turns true only once the thread has fired what
+// is due by ms and returned from the callback; a clock stepped back leaves
+// it true.
+TEST(SchedulerSleepsPastTest, TrueOnceEverythingDueHasBeenHandedOver) {
+  FakeClock clock(kT0);
+  std::atomic<int> calls{0};
+  absl::Notification release;
+  Scheduler scheduler(&clock, [&](std::vector<TimerEntry>) {
+    ++calls;
+    release.WaitForNotification();
+  });
+  scheduler.Start();
+  ASSERT_TRUE(clock.AwaitWaiter(Clock::kNoDeadline, kPatience));
+  EXPECT_TRUE(scheduler.SleepsPastForTesting(kT0 + kHour));
+  scheduler.Add(kT0 + 100, 1);
+  EXPECT_FALSE(scheduler.SleepsPastForTesting(kT0 + 100));
+  ASSERT_TRUE(clock.AwaitWaiter(kT0 + 100, kPatience));
+  EXPECT_TRUE(scheduler.SleepsPastForTesting(kT0 + 99));
+  EXPECT_FALSE(scheduler.SleepsPastForTesting(kT0 + 100));
+  clock.SetMs(kT0 + 100);
+  // Until the thread has run, and while the callback runs.
+  EXPECT_FALSE(scheduler.SleepsPastForTesting(kT0 + 100));
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (calls == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(calls, 1);
+  EXPECT_FALSE(scheduler.SleepsPastForTesting(kT0 + 100));
+  release.Notify();
+  ASSERT_TRUE(clock.AwaitWaiter(Clock::kNoDeadline, kPatience));
+  EXPECT_TRUE(scheduler.SleepsPastForTesting(kT0 + 100));
+  clock.SetMs(kT0);  // back: nothing more is due
+  EXPECT_TRUE(scheduler.SleepsPastForTesting(kT0));
+  scheduler.Stop();
 }
 
 // The one test on the real wall clock: the SystemClock waiter wakes on time.
