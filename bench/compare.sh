@@ -33,6 +33,9 @@
 #                        floor server, and the client library (8 threads
 #                        one job at a time; 64 threads with linger), against
 #                        floor_server and delayd.
+#                        herd runs delayd's herd again against
+#                        floor_server (issue 19's transport floor: the same
+#                        messages, nothing stored).
 #   PEERS_DIR            the peers' harness (default ../shared/peers next to
 #                        the repo, else /work/shared/peers); only read
 #   BUILD_DIR=build-compare  BUILD_TYPE=RelWithDebInfo  DATA_ROOT=/var/tmp
@@ -584,30 +587,52 @@ delayd_big() {
   rm -rf "$d"
 }
 
-# delayd_burst FIG JOBS [delayd-bench options]: lateness on a fresh server
-# (sync=always, the default). The jobs are scheduled 100 per ScheduleBatch
-# (the peers use 1 per round trip): how they were scheduled does not enter
-# the lateness, and this leaves the 10-s lead idle, as for the peers.
-delayd_burst() {
-  local fig=$1 jobs=$2 d port out cmd
-  shift 2
-  mkdata delayd
+# burst_run SERVER FIG JOBS LEAD_MS [delayd-bench options]: lateness on a
+# fresh SERVER: delayd (sync=always, the default) or floor (floor_server under
+# jemalloc, as delayd links it: keeps the jobs in memory and delivers each at
+# its time, with nothing stored: issue 19's transport floor for the herd,
+# beside delayd in the same run; its dispatch is not built for lateness, so
+# it is no floor for the lateness runs). The jobs are scheduled 100 per ScheduleBatch (the peers use 1
+# per round trip): how they were scheduled does not enter the lateness, and
+# this leaves the lead idle, as for the peers. Besides the lateness it records
+# the server's CPU from 0.7 s before the window can open (LEAD_MS after the
+# start, rounded up to the second by delayd-bench) to the end.
+burst_run() {
+  local server=$1 fig=$2 jobs=$3 lead_ms=$4 d port out cmd name cfg sampler
+  shift 4
+  mkdata "$server"
   d=$D
   port=$(free_port)
   out=$d/out.json
-  start_delayd "$d" "$port" always
+  if [[ $server == floor ]]; then
+    name=floor cfg=floor_server
+    start_server "$d/floor.log" env LD_PRELOAD="$JEMALLOC" "$FLOOR" "127.0.0.1:$port"
+  else
+    name=delayd cfg=sync=always
+    start_delayd "$d" "$port" always
+  fi
   wait_up delayd "$port" 0 "$out" || true
   cmd=burst
   [[ $fig == herd ]] && cmd=herd
+  (sleep "$(calc "($lead_ms - 700) / 1000")"; cpu_ticks "$SERVER_PID" >"$d/ticks0") 2>/dev/null &
+  sampler=$!
   tool 600 "$out" "$BENCH" "$cmd" --target "127.0.0.1:$port" --topic "$fig" \
-    --jobs "$jobs" --producers $CONNS --subscribers $CONSUMERS "$@" || true
-  raw "delayd $fig $jobs" "$out"
-  rec_burst delayd sync=always "$fig" "$out"
+    --jobs "$jobs" --producers $CONNS --subscribers $CONSUMERS --lead-ms "$lead_ms" "$@" || true
+  local ticks1
+  ticks1=$(cpu_ticks "$SERVER_PID")
+  # A run that ended before the window (a failure) has no delivery CPU.
+  kill "$sampler" 2>/dev/null || true
+  wait "$sampler" 2>/dev/null || true
+  raw "$name $fig $jobs" "$out"
+  rec_burst "$name" "$cfg" "$fig" "$out"
   local dup early
   dup=$(jget "$out" duplicates) early=$(jget "$out" early)
-  rec delayd sync=always "${fig}_early" "$early" deliveries "must be 0"
-  rec delayd sync=always "${fig}_duplicates" "$dup" deliveries
-  rec delayd sync=always "${fig}_client_cpu" "$(jget "$out" client_cpu_s_receiving)" s
+  rec "$name" "$cfg" "${fig}_early" "$early" deliveries "must be 0"
+  rec "$name" "$cfg" "${fig}_duplicates" "$dup" deliveries
+  rec "$name" "$cfg" "${fig}_client_cpu" "$(jget "$out" client_cpu_s_receiving)" s
+  if [[ -s $d/ticks0 && $ticks1 != null && $(cat "$d/ticks0") != null ]]; then
+    rec "$name" "$cfg" "${fig}_server_cpu" "$(calc "($ticks1 - $(cat "$d/ticks0")) / $(getconf CLK_TCK)")" s
+  fi
   stop_server "$SERVER_PID"
   rm -rf "$d"
 }
@@ -665,19 +690,21 @@ main() {
     # Lateness.
     if want redis late; then log "redis burst $BURST_JOBS"; peer_burst redis "$BURST_JOBS" late200; fi
     if want bean late; then log "beanstalkd burst $BURST_JOBS"; peer_burst bean "$BURST_JOBS" late200; fi
-    if want delayd late; then log "delayd burst $BURST_JOBS"; delayd_burst late200 "$BURST_JOBS" --batch 100; fi
+    if want delayd late; then log "delayd burst $BURST_JOBS"; burst_run delayd late200 "$BURST_JOBS" 10000 --batch 100; fi
     if ((LIGHT_JOBS > 0)); then
       if want redis late; then log "redis burst $LIGHT_JOBS"; peer_burst redis "$LIGHT_JOBS" late20; fi
       if want bean late; then log "beanstalkd burst $LIGHT_JOBS"; peer_burst bean "$LIGHT_JOBS" late20; fi
-      if want delayd late; then log "delayd burst $LIGHT_JOBS"; delayd_burst late20 "$LIGHT_JOBS" --batch 100; fi
+      if want delayd late; then log "delayd burst $LIGHT_JOBS"; burst_run delayd late20 "$LIGHT_JOBS" 10000 --batch 100; fi
     fi
     if ((BACKGROUND_JOBS > 0)) && want delayd late; then
       log "delayd burst $BURST_JOBS with $BACKGROUND_JOBS more pending"
-      delayd_burst late1m "$BURST_JOBS" --batch 100 --background "$BACKGROUND_JOBS"
+      burst_run delayd late1m "$BURST_JOBS" 10000 --batch 100 --background "$BACKGROUND_JOBS"
     fi
     if ((HERD_JOBS > 0)) && want delayd herd; then
       log "delayd herd $HERD_JOBS"
-      delayd_burst herd "$HERD_JOBS" --batch 1000 --lead-ms $((10000 + HERD_JOBS / 50))
+      burst_run delayd herd "$HERD_JOBS" $((10000 + HERD_JOBS / 50)) --batch 1000
+      log "floor_server herd $HERD_JOBS"
+      burst_run floor herd "$HERD_JOBS" $((10000 + HERD_JOBS / 50)) --batch 1000
     fi
   done
 
