@@ -592,11 +592,12 @@ delayd_big() {
 # jemalloc, as delayd links it: keeps the jobs in memory and delivers each at
 # its time, with nothing stored: issue 19's transport floor for the herd,
 # beside delayd in the same run; its dispatch is not built for lateness, so
-# it is no floor for the lateness runs). The jobs are scheduled 100 per ScheduleBatch (the peers use 1
-# per round trip): how they were scheduled does not enter the lateness, and
-# this leaves the lead idle, as for the peers. Besides the lateness it records
-# the server's CPU from 0.7 s before the window can open (LEAD_MS after the
-# start, rounded up to the second by delayd-bench) to the end.
+# it is no floor for the lateness runs). The jobs are scheduled 100 per
+# ScheduleBatch (the peers use 1 per round trip): how they were scheduled
+# does not enter the lateness, and this leaves the lead idle, as for the
+# peers. Besides the lateness it records the server's CPU from 0.7 s before
+# the window can open (LEAD_MS after the start, rounded up to the second by
+# delayd-bench) to the end.
 burst_run() {
   local server=$1 fig=$2 jobs=$3 lead_ms=$4 d port out cmd name cfg sampler
   shift 4

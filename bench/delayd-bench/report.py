@@ -312,7 +312,7 @@ def main():
         f.write(text)
 
 
-def floor_table(recs, labels):
+def floor_table(recs, H):
     """Issue 19's herd: delayd beside floor_server (its transport floor: the
     same messages, nothing stored) in the same run, and the issue's targets.
     A target the floor itself misses is out of reach of any server that
@@ -320,7 +320,6 @@ def floor_table(recs, labels):
     floor = ("floor", "floor_server")
     if not any(s == floor[0] and c == floor[1] for s, c, _ in recs):
         return []
-    H = labels
     rows = [
         (f"herd of {H}: last job after the instant", "herd_last_after_start", "ms", "<=", 3000),
         (f"herd of {H}: first job after the instant", "herd_first_after_start", "ms", "<=", 10),
