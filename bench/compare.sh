@@ -236,6 +236,14 @@ start_delayd() {  # DIR PORT SYNC
     --metrics-listen=127.0.0.1:0 --data-dir="$1/data" --sync="$3"
 }
 
+# start_floor DIR PORT [floor_server options]: floor_server under jemalloc,
+# as delayd links it.
+start_floor() {
+  local d=$1 port=$2
+  shift 2
+  start_server "$d/floor.log" env LD_PRELOAD="$JEMALLOC" "$FLOOR" "127.0.0.1:$port" "$@"
+}
+
 # wait_up SYSTEM PORT EXPECT OUT: polls until the server answers holding
 # EXPECT jobs; restart time = t_ready_ms - T0.
 wait_up() {
@@ -530,8 +538,7 @@ single_run() {
   port=$(free_port)
   out=$d/out.json
   if [[ $server == floor ]]; then
-    start_server "$d/floor.log" env LD_PRELOAD="$JEMALLOC" "$FLOOR" \
-      "127.0.0.1:$port" --discard
+    start_floor "$d" "$port" --discard
   else
     start_delayd "$d" "$port" "$sync"
   fi
@@ -607,7 +614,7 @@ burst_run() {
   out=$d/out.json
   if [[ $server == floor ]]; then
     name=floor cfg=floor_server
-    start_server "$d/floor.log" env LD_PRELOAD="$JEMALLOC" "$FLOOR" "127.0.0.1:$port"
+    start_floor "$d" "$port"
   else
     name=delayd cfg=sync=always
     start_delayd "$d" "$port" always
