@@ -3,8 +3,10 @@
 #include <chrono>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "bench/delayd-bench/common.h"
+#include "google/protobuf/arena.h"
 
 namespace delayd::bench {
 
@@ -57,9 +59,19 @@ void Subscriber::Stop(double timeout_ms) {
 void Subscriber::Read() {
   std::unique_ptr<grpc::ClientReader<v1::SubscribeResponse>> reader =
       stub_->Subscribe(&context_, request_);
-  v1::SubscribeResponse message;
   const int64_t jobs = static_cast<int64_t>(tally_->lateness_ms.size());
-  while (reader->Read(&message)) {
+  // Each message is parsed into an arena, dropped whole after it: no
+  // allocation or destructor per delivery once the first block is big
+  // enough (a message of 1000 deliveries takes about 0.5 MiB).
+  std::vector<char> first_block(1 << 20);
+  google::protobuf::ArenaOptions options;
+  options.initial_block = first_block.data();
+  options.initial_block_size = first_block.size();
+  while (true) {
+    google::protobuf::Arena arena(options);
+    v1::SubscribeResponse& message =
+        *google::protobuf::Arena::CreateMessage<v1::SubscribeResponse>(&arena);
+    if (!reader->Read(&message)) break;
     const double now = NowMs();
     if (first_recv_ms_ == 0) first_recv_ms_ = now;
     last_recv_ms_ = now;
