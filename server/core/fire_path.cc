@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "server/base/huge_page_allocator.h"
 #include "server/base/log.h"
 #include "server/jobs/job_key.h"
 #include "storage/key_codec.h"
@@ -170,7 +172,10 @@ void FirePath::FireBatch(const std::vector<timer::TimerEntry>& all) {
 
 void FirePath::FireMillisecond(int64_t ms,
                                std::span<const timer::TimerEntry> entries) {
-  absl::flat_hash_set<uint64_t> tags;
+  // A crowd's tags, a million in a herd, probed at random: on huge pages.
+  absl::flat_hash_set<uint64_t, absl::Hash<uint64_t>, std::equal_to<uint64_t>,
+                      HugePageAllocator<uint64_t>>
+      tags;
   tags.reserve(entries.size());
   for (const timer::TimerEntry& e : entries) tags.insert(e.tag);
   // Tags whose jobs have been dealt with (readied, or found not due); made

@@ -23,13 +23,16 @@
 #define DELAYD_SERVER_JOBS_JOB_TIMERS_H_
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "server/base/huge_page_allocator.h"
 #include "server/timer/scheduler.h"
 
 namespace delayd::server {
@@ -88,7 +91,11 @@ class JobTimers {
 
   timer::Scheduler* const scheduler_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<uint64_t, Slot> slots_ ABSL_GUARDED_BY(mu_);
+  // A slot per live job, probed at random: on huge pages.
+  absl::flat_hash_map<uint64_t, Slot, absl::Hash<uint64_t>,
+                      std::equal_to<uint64_t>,
+                      HugePageAllocator<std::pair<const uint64_t, Slot>>>
+      slots_ ABSL_GUARDED_BY(mu_);
   // Hashes shared by two live keys: their timers beyond the first are
   // untracked.
   absl::flat_hash_set<uint64_t> shared_ ABSL_GUARDED_BY(mu_);
