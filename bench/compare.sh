@@ -603,8 +603,8 @@ delayd_big() {
 # ScheduleBatch (the peers use 1 per round trip): how they were scheduled
 # does not enter the lateness, and this leaves the lead idle, as for the
 # peers. Besides the lateness it records the server's CPU from 0.7 s before
-# the window can open (LEAD_MS after the start, rounded up to the second by
-# delayd-bench) to the end.
+# the window can open (LEAD_MS after the start, or after the background load
+# with --background, rounded up to the second by delayd-bench) to the end.
 burst_run() {
   local server=$1 fig=$2 jobs=$3 lead_ms=$4 d port out cmd name cfg sampler
   shift 4
@@ -622,7 +622,18 @@ burst_run() {
   wait_up delayd "$port" 0 "$out" || true
   cmd=burst
   [[ $fig == herd ]] && cmd=herd
-  (sleep "$(calc "($lead_ms - 700) / 1000")"; cpu_ticks "$SERVER_PID" >"$d/ticks0") 2>/dev/null &
+  # With --background, the window's lead starts once the background load is
+  # in (delayd-bench logs "background: N jobs in S s" to $LOG then).
+  local log_lines=0 background=0
+  [[ " $* " == *" --background "* ]] && background=1
+  log_lines=$(wc -l <"$LOG")
+  (
+    if ((background)); then
+      until tail -n +"$((log_lines + 1))" "$LOG" | grep -q '^background: '; do sleep 0.05; done
+    fi
+    sleep "$(calc "($lead_ms - 700) / 1000")"
+    cpu_ticks "$SERVER_PID" >"$d/ticks0"
+  ) 2>/dev/null &
   sampler=$!
   tool 600 "$out" "$BENCH" "$cmd" --target "127.0.0.1:$port" --topic "$fig" \
     --jobs "$jobs" --producers $CONNS --subscribers $CONSUMERS --lead-ms "$lead_ms" "$@" || true
