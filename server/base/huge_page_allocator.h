@@ -5,7 +5,7 @@
 // TLB miss is a two-dimensional page walk: in a profile of 200,000 jobs
 // falling due among 1,000,000 pending, JobTimers::FiredBatch alone took 10%
 // of the server's samples, nearly all on the load of the probed slot, and
-// under 1% with the heap on transparent huge pages.
+// 1% with its table from this allocator.
 //
 // An allocation of 2 MiB or more is aligned to 2 MiB, rounded up to whole
 // huge pages and advised MADV_HUGEPAGE, as the timing wheel's entry pool is
