@@ -14,15 +14,22 @@
 // ordinary heap. The advice is best effort: where it is refused the memory
 // is ordinary pages.
 //
-// Stateless: any two compare equal. Header-only.
+// Stateless: any two compare equal. Header-only. HugePageHashMap and
+// HugePageHashSet are absl's flat tables on it.
 #ifndef DELAYD_SERVER_BASE_HUGE_PAGE_ALLOCATOR_H_
 #define DELAYD_SERVER_BASE_HUGE_PAGE_ALLOCATOR_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <new>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 
 #ifdef __linux__
 #include <sys/mman.h>
@@ -31,6 +38,17 @@
 namespace delayd::server {
 
 inline constexpr size_t kHugePageBytes = size_t{1} << 21;  // 2 MiB
+
+// `bytes` (a multiple of kHugePageBytes) aligned to a huge page and advised
+// MADV_HUGEPAGE, best effort; nullptr when out of memory. Free with
+// std::free.
+inline void* AllocateHugePages(size_t bytes) {
+  void* p = std::aligned_alloc(kHugePageBytes, bytes);
+#ifdef MADV_HUGEPAGE
+  if (p != nullptr) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  return p;
+}
 
 template <typename T>
 class HugePageAllocator {
@@ -46,12 +64,8 @@ class HugePageAllocator {
     const size_t bytes = n * sizeof(T);
     if (bytes < kHugePageBytes) return std::allocator<T>().allocate(n);
     static_assert(alignof(T) <= kHugePageBytes);
-    const size_t rounded = RoundUp(bytes);
-    void* p = std::aligned_alloc(kHugePageBytes, rounded);
+    void* p = AllocateHugePages(RoundUp(bytes));
     if (p == nullptr) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-    madvise(p, rounded, MADV_HUGEPAGE);  // best effort
-#endif
     return static_cast<T*>(p);
   }
 
@@ -72,6 +86,15 @@ class HugePageAllocator {
     return (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
   }
 };
+
+// Hash tables on it, for keys hashed with absl::Hash.
+template <typename K, typename V>
+using HugePageHashMap =
+    absl::flat_hash_map<K, V, absl::Hash<K>, std::equal_to<K>,
+                        HugePageAllocator<std::pair<const K, V>>>;
+template <typename K>
+using HugePageHashSet = absl::flat_hash_set<K, absl::Hash<K>, std::equal_to<K>,
+                                            HugePageAllocator<K>>;
 
 }  // namespace delayd::server
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -173,9 +172,7 @@ void FirePath::FireBatch(const std::vector<timer::TimerEntry>& all) {
 void FirePath::FireMillisecond(int64_t ms,
                                std::span<const timer::TimerEntry> entries) {
   // A crowd's tags, a million in a herd, probed at random: on huge pages.
-  absl::flat_hash_set<uint64_t, absl::Hash<uint64_t>, std::equal_to<uint64_t>,
-                      HugePageAllocator<uint64_t>>
-      tags;
+  HugePageHashSet<uint64_t> tags;
   tags.reserve(entries.size());
   for (const timer::TimerEntry& e : entries) tags.insert(e.tag);
   // Tags whose jobs have been dealt with (readied, or found not due); made

@@ -23,10 +23,8 @@
 #define DELAYD_SERVER_JOBS_JOB_TIMERS_H_
 
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <span>
-#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -92,10 +90,7 @@ class JobTimers {
   timer::Scheduler* const scheduler_;
   mutable absl::Mutex mu_;
   // A slot per live job, probed at random: on huge pages.
-  absl::flat_hash_map<uint64_t, Slot, absl::Hash<uint64_t>,
-                      std::equal_to<uint64_t>,
-                      HugePageAllocator<std::pair<const uint64_t, Slot>>>
-      slots_ ABSL_GUARDED_BY(mu_);
+  HugePageHashMap<uint64_t, Slot> slots_ ABSL_GUARDED_BY(mu_);
   // Hashes shared by two live keys: their timers beyond the first are
   // untracked.
   absl::flat_hash_set<uint64_t> shared_ ABSL_GUARDED_BY(mu_);

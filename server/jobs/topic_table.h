@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,7 +22,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
-#include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "server/base/huge_page_allocator.h"
@@ -94,10 +92,7 @@ class TopicTable {
     // (as topics_ does when it grows), so the views stay valid.
     std::deque<std::string> ready_order;
     // On huge pages: a herd makes it a million entries, probed at random.
-    absl::flat_hash_set<absl::string_view, absl::Hash<absl::string_view>,
-                        std::equal_to<absl::string_view>,
-                        HugePageAllocator<absl::string_view>>
-        ready_set;
+    HugePageHashSet<absl::string_view> ready_set;
   };
   Topic& GetLocked(absl::string_view topic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `entry`, an entry of t.ready_order, is the one its id's view

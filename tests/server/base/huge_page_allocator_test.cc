@@ -3,14 +3,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
-#include <functional>
-#include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/hash/hash.h"
 #include "gtest/gtest.h"
 
 namespace delayd::server {
@@ -70,10 +65,7 @@ TEST(HugePageAllocatorTest, SmallAllocationsComeFromTheHeap) {
 }
 
 TEST(HugePageAllocatorTest, HoldsATableThatGrowsPastAHugePage) {
-  absl::flat_hash_map<uint64_t, uint64_t, absl::Hash<uint64_t>,
-                      std::equal_to<uint64_t>,
-                      HugePageAllocator<std::pair<const uint64_t, uint64_t>>>
-      table;
+  HugePageHashMap<uint64_t, uint64_t> table;
   constexpr uint64_t kKeys = 300'000;  // about 8 MiB of slots
   for (uint64_t k = 0; k < kKeys; ++k) table.emplace(k * 7919, k);
   ASSERT_EQ(table.size(), kKeys);
