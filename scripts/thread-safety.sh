@@ -10,6 +10,7 @@ build_dir=${BUILD_DIR:-build-clang}
 CC=clang CXX=clang++ cmake -S . -B "$build_dir" \
   -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
   -DDELAYD_THREAD_SAFETY=ON -DDELAYD_WERROR=ON -DDELAYD_BUILD_TESTS=OFF \
-  -DDELAYD_BUILD_BENCHMARKS=OFF -DDELAYD_JEMALLOC=OFF >/dev/null
+  -DDELAYD_BUILD_BENCHMARKS=OFF -DDELAYD_JEMALLOC=OFF -DDELAYD_STAGE_CPU=ON \
+  >/dev/null
 cmake --build "$build_dir" -j2 --target \
   delayd delayd_client delayctl delayd_timer_testing delayd_storage_testing

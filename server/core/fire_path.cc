@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "server/base/huge_page_allocator.h"
 #include "server/base/log.h"
+#include "server/base/stage_cpu.h"
 #include "server/jobs/job_key.h"
 #include "storage/key_codec.h"
 
@@ -171,10 +172,13 @@ void FirePath::FireBatch(const std::vector<timer::TimerEntry>& all) {
 
 void FirePath::FireMillisecond(int64_t ms,
                                std::span<const timer::TimerEntry> entries) {
+  const stage_cpu::Scope stage(stage_cpu::Stage::kFire);
+  stage_cpu::Splitter tags_stage;
   // A crowd's tags, a million in a herd, probed at random: on huge pages.
   HugePageHashSet<uint64_t> tags;
   tags.reserve(entries.size());
   for (const timer::TimerEntry& e : entries) tags.insert(e.tag);
+  tags_stage.Mark(stage_cpu::Stage::kFireTags);
   // Tags whose jobs have been dealt with (readied, or found not due); made
   // a set only when a chunk fails.
   std::vector<uint64_t> handled;
@@ -187,12 +191,14 @@ void FirePath::FireMillisecond(int64_t ms,
   auto fire_chunk = [&]() -> absl::Status {
     // A crowd taken ahead is prepared up to here before its time.
     if (!AwaitDue(ms)) return absl::CancelledError("fire path stopping");
+    stage_cpu::Splitter stages;
     std::vector<uint64_t> hashes;
     hashes.reserve(chunk.size());
     for (const JobKey& key : chunk)
       hashes.push_back(KeyHash(key.topic, key.id));
     const absl::flat_hash_set<uint64_t> mine(hashes.begin(), hashes.end());
     KeyLocks::Guard guard(*d_.locks, hashes);
+    stages.Mark(stage_cpu::Stage::kFireLock);
     // Read under the locks, the chunk's range of the due index says exactly
     // which of its jobs are still due then (not canceled, not moved).
     std::vector<JobKey> due;
@@ -215,6 +221,7 @@ void FirePath::FireMillisecond(int64_t ms,
           }
           return true;
         });
+    stages.Mark(stage_cpu::Stage::kFireRescan);
     if (!scan.ok()) return scan;
     if (!parents.empty()) d_.occurrences->Enqueue(ms, std::move(parents));
     // A run of one topic's jobs (the index is in topic order within the
@@ -235,6 +242,7 @@ void FirePath::FireMillisecond(int64_t ms,
       begin = end;
     }
     handled.insert(handled.end(), hashes.begin(), hashes.end());
+    stages.Mark(stage_cpu::Stage::kFireReady);
     return absl::OkStatus();
   };
   // Which jobs the fired tags name: the due index at `ms`, read without

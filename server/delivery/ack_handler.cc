@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "server/base/stage_cpu.h"
 #include "server/delivery/ack_token.h"
 #include "server/jobs/validation.h"
 #include "storage/job_record.h"
@@ -72,6 +73,8 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ack_tokens: must hold 1-", d_.limits->max_batch, " tokens, got ", n));
   }
+  const stage_cpu::Scope stage(stage_cpu::Stage::kAck);
+  stage_cpu::Splitter stages;
   v1::AckResponse response;
   std::vector<std::optional<AckToken>> tokens(n);
   absl::flat_hash_map<JobKey, size_t> first_of;  // key -> first token index
@@ -106,6 +109,7 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
     tokens[i] = *std::move(token);
     candidates.push_back(i);
   }
+  stages.Mark(stage_cpu::Stage::kAckDecode);
   std::vector<size_t> acked;
   std::vector<bool> was_live;
   std::vector<int64_t> payload_bytes;  // of each acked job
@@ -114,6 +118,7 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
   payload_bytes.reserve(candidates.size());
   {
     KeyLocks::Guard guard(*d_.locks, hashes);
+    stages.Mark(stage_cpu::Stage::kAckLock);
     std::vector<size_t> leased;  // tokens of current leases
     std::vector<Mutation> mutations;
     leased.reserve(candidates.size());
@@ -171,11 +176,13 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
             d_.retention->Finish(*record, v1::JOB_STATE_DONE, now_ms));
       }
     }
+    stages.Mark(stage_cpu::Stage::kAckFind);
     if (absl::Status s =
             d_.store->Apply(mutations, storage::Durability::kNoSync);
         !s.ok()) {
       return s;
     }
+    stages.Mark(stage_cpu::Stage::kAckDelete);
     std::vector<std::string> kick;
     {
       std::vector<JobKey> ended;
@@ -184,12 +191,14 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
       absl::MutexLock lock(&state_->mu);
       state_->EndLeasesLocked(ended, kick);
     }
+    stages.Mark(stage_cpu::Stage::kAckEndLease);
     for (size_t k = 0; k < acked.size(); ++k) {
       d_.ledger->Apply(JobLedger::Of(
           mutations[k],
           was_live[k] ? v1::JOB_STATE_IN_FLIGHT : v1::JOB_STATE_CANCELED,
           payload_bytes[k], JobLedger::Cause::kAcked));
     }
+    stages.Mark(stage_cpu::Stage::kAckLedger);
     UniqueTopics(kick);
     for (const std::string& topic : kick) loop_->Kick(topic);
   }
@@ -210,6 +219,7 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
     response.mutable_results(i)->set_code(static_cast<int>(stale.code()));
     response.mutable_results(i)->set_message(std::string(stale.message()));
   }
+  stages.Mark(stage_cpu::Stage::kAckAnswer);
   return response;
 }
 

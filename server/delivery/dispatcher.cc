@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "delayd/proto_time.h"
 #include "server/base/log.h"
+#include "server/base/stage_cpu.h"
 #include "server/delivery/ack_token.h"
 #include "server/delivery/lease_endings.h"
 #include "storage/job_record.h"
@@ -82,6 +83,8 @@ void Dispatcher::UndoOrphans(const std::vector<size_t>& orphans,
 }
 
 void Dispatcher::Dispatch(const std::string& topic) {
+  const stage_cpu::Scope stage(stage_cpu::Stage::kDispatch);
+  stage_cpu::Splitter stages;
   auto round = rounds_.find(topic);
   const size_t want = round == rounds_.end() ? kChunk : round->second;
   TopicTable& topics = d_.ledger->topics();
@@ -121,11 +124,13 @@ void Dispatcher::Dispatch(const std::string& topic) {
     std::shared_ptr<DeliverySink> sink;
     v1::Delivery delivery;
   };
+  stages.Mark(stage_cpu::Stage::kDispatchPop);
   std::vector<Send> sends;
   sends.reserve(ids.size());
   bool backoff = false;
   {
     KeyLocks::Guard guard(*d_.locks, hashes);
+    stages.Mark(stage_cpu::Stage::kDispatchLock);
     absl::StatusOr<std::vector<std::optional<JobRecord>>> stored =
         ids.empty() ? std::vector<std::optional<JobRecord>>()
                     : d_.store->MultiGet(keys);
@@ -133,6 +138,7 @@ void Dispatcher::Dispatch(const std::string& topic) {
       DELAYD_LOG_ERROR("dispatch %s: cannot read jobs: %s", topic,
                        stored.status().ToString());
     }
+    stages.Mark(stage_cpu::Stage::kDispatchRead);
     const int64_t now_ms = d_.clock->NowMs();
     std::vector<size_t> picked;  // index into ids
     std::vector<v1::JobState> before;
@@ -196,6 +202,7 @@ void Dispatcher::Dispatch(const std::string& topic) {
         picked.push_back(i);
       }
     }
+    stages.Mark(stage_cpu::Stage::kDispatchPick);
     for (Mutation& m : dead) mutations.push_back(std::move(m));
     absl::Status written =
         stored.ok() ? d_.store->Apply(mutations, storage::Durability::kNoSync)
@@ -207,6 +214,7 @@ void Dispatcher::Dispatch(const std::string& topic) {
       mutations.clear();
       dead_before.clear();
     }
+    stages.Mark(stage_cpu::Stage::kDispatchMark);
     for (size_t k = 0; k < picked.size(); ++k) {
       d_.ledger->Apply(
           LeaseChange(mutations[k], before[k], v1::JOB_STATE_IN_FLIGHT));
@@ -217,6 +225,7 @@ void Dispatcher::Dispatch(const std::string& topic) {
       d_.ledger->Apply(
           JobLedger::Of(m, dead_before[k], PayloadBytesOf(m.record())));
     }
+    stages.Mark(stage_cpu::Stage::kDispatchLedger);
     std::vector<size_t> orphans;  // index into picked
     {
       absl::MutexLock lock(&state_->mu);
@@ -259,6 +268,7 @@ void Dispatcher::Dispatch(const std::string& topic) {
       state_->subscribers.GiveBack(
           topic, absl::MakeConstSpan(slots).subspan(picked.size()));
     }
+    stages.Mark(stage_cpu::Stage::kDispatchLease);
     topics.AddInFlight(topic, static_cast<int64_t>(sends.size()));
     if (!written.ok()) {
       for (const std::string& id : ids) topics.PushReady(topic, id);
@@ -287,6 +297,7 @@ void Dispatcher::Dispatch(const std::string& topic) {
   }
   // Each subscriber's share goes to its sink at once, in order: one stream
   // message when its caps allow.
+  stages.Mark(stage_cpu::Stage::kDispatchMetrics);
   std::vector<std::pair<DeliverySink*, std::vector<v1::Delivery>>> batches;
   for (Send& send : sends) {
     auto it = std::find_if(batches.begin(), batches.end(), [&](const auto& b) {
@@ -298,6 +309,7 @@ void Dispatcher::Dispatch(const std::string& topic) {
     it->second.push_back(std::move(send.delivery));
   }
   for (auto& [sink, deliveries] : batches) sink->Send(std::move(deliveries));
+  stages.Mark(stage_cpu::Stage::kDispatchSend);
   counters.delivered->Increment(static_cast<double>(sends.size()));
   if (redelivered > 0) {
     counters.redelivered->Increment(static_cast<double>(redelivered));
