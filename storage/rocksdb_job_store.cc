@@ -9,6 +9,7 @@
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
 #include "rocksdb/iterator.h"
+#include "rocksdb/snapshot.h"
 #include "rocksdb/write_batch.h"
 #include "storage/rocksdb_options.h"
 #include "storage/rocksdb_status.h"
@@ -375,29 +376,94 @@ absl::StatusOr<std::vector<std::optional<JobRecord>>> RocksDbJobStore::MultiGet(
     std::span<const JobKeyView> keys) const {
   const size_t n = keys.size();
   std::vector<std::string> encoded(n);
-  std::vector<rocksdb::Slice> slices(n);
   for (size_t i = 0; i < n; ++i) {
     encoded[i] = EncodeJobKey(keys[i].topic, keys[i].id);
-    slices[i] = encoded[i];
   }
-  std::vector<rocksdb::PinnableSlice> values(n);
-  std::vector<rocksdb::Status> statuses(n);
-  db_->MultiGet(rocksdb::ReadOptions(), jobs_cf_, n, slices.data(),
-                values.data(), statuses.data());
   std::vector<std::optional<JobRecord>> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (statuses[i].IsNotFound()) continue;
-    if (!statuses[i].ok()) {
-      return FromRocksDb(statuses[i],
+  // The keys left to RocksDB's MultiGet: all of a small batch, or those the
+  // walk below gave up on. Both read one snapshot, as one MultiGet would.
+  std::vector<size_t> rest;
+  rocksdb::ReadOptions read;
+  std::optional<rocksdb::ManagedSnapshot> snapshot;
+  if (n >= kWalkMinKeys) {
+    read.snapshot = snapshot.emplace(db_.get()).snapshot();
+    absl::Status walked = WalkRead(read, keys, encoded, out, rest);
+    if (!walked.ok()) return walked;
+  } else {
+    rest.resize(n);
+    for (size_t i = 0; i < n; ++i) rest[i] = i;
+  }
+  if (rest.empty()) return out;
+  const size_t m = rest.size();
+  std::vector<rocksdb::Slice> slices(m);
+  for (size_t k = 0; k < m; ++k) slices[k] = encoded[rest[k]];
+  std::vector<rocksdb::PinnableSlice> values(m);
+  std::vector<rocksdb::Status> statuses(m);
+  db_->MultiGet(read, jobs_cf_, m, slices.data(), values.data(),
+                statuses.data());
+  for (size_t k = 0; k < m; ++k) {
+    const size_t i = rest[k];
+    if (statuses[k].IsNotFound()) continue;
+    if (!statuses[k].ok()) {
+      return FromRocksDb(statuses[k],
                          absl::StrCat("storage: read of key \"",
                                       PrintableKey(encoded[i]), "\" failed"));
     }
     absl::StatusOr<JobRecord> record =
-        ParseJobRecord(keys[i], ToView(values[i]));
+        ParseJobRecord(keys[i], ToView(values[k]));
     if (!record.ok()) return record.status();
     out[i] = *std::move(record);
   }
   return out;
+}
+
+absl::Status RocksDbJobStore::WalkRead(
+    const rocksdb::ReadOptions& read, std::span<const JobKeyView> keys,
+    const std::vector<std::string>& encoded,
+    std::vector<std::optional<JobRecord>>& out,
+    std::vector<size_t>& rest) const {
+  const size_t n = keys.size();
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return encoded[a] < encoded[b]; });
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, jobs_cf_));
+  size_t seeks = 1;
+  it->Seek(encoded[order[0]]);
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = order[k];
+    const rocksdb::Slice key = encoded[i];
+    // The iterator is at the first key >= the previous one: step to this
+    // one, or seek when it lies further on.
+    for (int step = 0; it->Valid() && it->key().compare(key) < 0; ++step) {
+      if (step == kWalkMaxSteps) {
+        // More than one seek per kWalkKeysPerSeek keys read (and a couple
+        // of gaps): the keys are not neighbours.
+        if (seeks >= 2 + k / kWalkKeysPerSeek) {
+          rest.assign(order.begin() + static_cast<ptrdiff_t>(k), order.end());
+          return absl::OkStatus();
+        }
+        ++seeks;
+        it->Seek(key);
+        break;
+      }
+      it->Next();
+    }
+    if (!it->Valid()) {
+      if (!it->status().ok()) {
+        return FromRocksDb(it->status(),
+                           absl::StrCat("storage: read of key \"",
+                                        PrintableKey(encoded[i]), "\" failed"));
+      }
+      return absl::OkStatus();  // past the last record: the rest are gone
+    }
+    if (it->key() != key) continue;  // no such record
+    absl::StatusOr<JobRecord> record =
+        ParseJobRecord(keys[i], ToView(it->value()));
+    if (!record.ok()) return record.status();
+    out[i] = *std::move(record);
+  }
+  return absl::OkStatus();
 }
 
 namespace {

@@ -179,6 +179,21 @@ class RocksDbJobStore final : public JobStore {
   // the meta still says the old layout and the next Open does it again.
   absl::Status AddPayloadSizes();
   absl::Status VerifyPreviousDue(std::span<const Mutation> mutations) const;
+  // MultiGet's read of a large batch, with `read` (its snapshot): the keys
+  // in key order, each reached from the last by a few steps of one
+  // iterator, or by a seek. A herd's records lie next to each other, and a
+  // step costs much less than a point lookup, which probes every table
+  // file's filter and index. When the keys turn out to be scattered (more
+  // than one seek per kWalkKeysPerSeek keys), it stops and leaves the keys
+  // not yet read in `rest`, in no particular order, for RocksDB's MultiGet.
+  absl::Status WalkRead(const rocksdb::ReadOptions& read,
+                        std::span<const JobKeyView> keys,
+                        const std::vector<std::string>& encoded,
+                        std::vector<std::optional<JobRecord>>& out,
+                        std::vector<size_t>& rest) const;
+  static constexpr size_t kWalkMinKeys = 64;
+  static constexpr int kWalkMaxSteps = 4;
+  static constexpr size_t kWalkKeysPerSeek = 8;
   // The scans of the due and expiry indexes: the keys of `cf` (due-key
   // encoded) in [from_ms, to_ms), from the key `start` on (empty: from
   // from_ms), read with `base` and the range's bounds; with their values

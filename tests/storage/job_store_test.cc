@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/storage/job_store_test_fixture.h"
@@ -334,6 +335,96 @@ TYPED_TEST(JobStoreTest, MultiGetAnswersInKeyOrder) {
   EXPECT_FALSE(got[1].has_value());
   ASSERT_TRUE(got[2].has_value());
   EXPECT_EQ(got[2]->job().id(), "1");
+}
+
+// Large batches, which RocksDbJobStore reads by walking one iterator from
+// key to key (seeking over gaps, and handing scattered keys to RocksDB's
+// MultiGet), in every shape: neighbours, gaps, deleted records, duplicates,
+// keys before the first and after the last record, other topics, records in
+// files and in the memtable. Each answer is Get's.
+TYPED_TEST(JobStoreTest, MultiGetOfLargeBatchesAgreesWithGet) {
+  auto id = [](int i) { return absl::StrFormat("k%04d", i); };
+  auto put_range = [&](int from, int to) {
+    std::vector<Mutation> batch;
+    for (int i = from; i < to; ++i) {
+      batch.push_back(
+          Mutation::Put(MakeRecord("t", id(i), 1000 + i), std::nullopt));
+    }
+    ASSERT_OK(this->store().Apply(batch, Durability::kSync));
+  };
+  put_range(0, 1000);
+  this->Put(MakeRecord("s", id(1), 1), std::nullopt);
+  this->harness_.Reopen();  // RocksDB: these are in a table file now
+  put_range(1000, 2000);
+  this->Put(MakeRecord("u", id(1), 1), std::nullopt);
+  std::vector<Mutation> deletes;  // every third record, in both halves
+  for (int i = 0; i < 2000; i += 3) {
+    deletes.push_back(Mutation::Delete("t", id(i), 1000 + i));
+  }
+  ASSERT_OK(this->store().Apply(deletes, Durability::kSync));
+
+  std::vector<std::pair<std::string, std::string>> dense;  // reversed
+  for (int i = 1400; i >= 600; --i) dense.emplace_back("t", id(i));
+  std::vector<std::pair<std::string, std::string>> edges = {
+      {"t", ""},    {"t", "a"},   {"s", id(1)}, {"u", id(1)},   {"x", id(1)},
+      {"t", id(5)}, {"t", id(5)}, {"t", "zzz"}, {"t", id(1999)}};
+  for (int i = 0; i < 100; ++i) edges.emplace_back("t", id(i));
+  std::vector<std::pair<std::string, std::string>> scattered;
+  for (int i = 1; i < 2000; i += 23) scattered.emplace_back("t", id(i));
+  for (int i = 0; i < 20; ++i) scattered.emplace_back("t", id(i));
+  std::vector<std::pair<std::string, std::string>> gone;
+  for (int i = 0; i < 2000; i += 3) gone.emplace_back("t", id(i));
+
+  for (const auto& batch : {dense, edges, scattered, gone}) {
+    std::vector<JobKeyView> keys;
+    for (const auto& [topic, job_id] : batch) keys.push_back({topic, job_id});
+    ASSERT_OK_AND_ASSIGN(auto got, this->store().MultiGet(keys));
+    ASSERT_EQ(got.size(), keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      ASSERT_OK_AND_ASSIGN(std::optional<JobRecord> one,
+                           this->store().Get(keys[i].topic, keys[i].id));
+      ASSERT_EQ(got[i].has_value(), one.has_value())
+          << keys[i].topic << "/" << keys[i].id;
+      if (one.has_value()) {
+        EXPECT_EQ(Canonical(*got[i]), Canonical(*one))
+            << keys[i].topic << "/" << keys[i].id;
+      }
+    }
+  }
+  // What the batches hold, spelled out: of the dense one, the records not
+  // deleted (i % 3 != 0); none of `gone`.
+  std::vector<JobKeyView> keys;
+  for (const auto& [topic, job_id] : dense) keys.push_back({topic, job_id});
+  ASSERT_OK_AND_ASSIGN(auto got, this->store().MultiGet(keys));
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const int i = 1400 - static_cast<int>(k);
+    ASSERT_EQ(got[k].has_value(), i % 3 != 0) << i;
+    if (got[k].has_value()) {
+      EXPECT_EQ(got[k]->job().id(), id(i));
+    }
+  }
+  keys.clear();
+  for (const auto& [topic, job_id] : gone) keys.push_back({topic, job_id});
+  ASSERT_OK_AND_ASSIGN(got, this->store().MultiGet(keys));
+  for (const auto& record : got) EXPECT_FALSE(record.has_value());
+}
+
+TYPED_TEST(JobStoreTest, CorruptRecordInALargeBatchIsRefusedNamingItsKey) {
+  std::vector<Mutation> batch;
+  for (int i = 0; i < 100; ++i) {
+    batch.push_back(Mutation::Put(
+        MakeRecord("t", absl::StrFormat("k%04d", i), 1), std::nullopt));
+  }
+  ASSERT_OK(this->store().Apply(batch, Durability::kSync));
+  this->harness_.PutRawRecord("t", "k0050x", "\xff\xfe garbage");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 100; ++i) ids.push_back(absl::StrFormat("k%04d", i));
+  ids.push_back("k0050x");
+  std::vector<JobKeyView> keys;
+  for (const std::string& i : ids) keys.push_back({"t", i});
+  const absl::Status status = this->store().MultiGet(keys).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(status.message(), HasSubstr("t\\000k0050x"));
 }
 
 TYPED_TEST(JobStoreTest, CorruptRecordIsRefusedNamingItsKey) {
