@@ -8,10 +8,11 @@
 // default), every call here compiles to nothing.
 //
 // Thread CPU time, not wall time: a stage that waits (for a lock, for the
-// disk) is charged only what it computes, and the figures do not depend on
-// what else runs on the machine. One clock read costs a system call, so
-// stages are marked per batch (a fire chunk, a dispatch round, an Ack
-// call), never per job.
+// disk) is charged only what it computes, not the time other threads and
+// processes take meanwhile. On a VM whose speed drifts, the figures drift
+// with it: compare the stages of one run. One clock read costs a system
+// call, so stages are marked per batch (a fire chunk, a dispatch round, an
+// Ack call), never per job.
 
 #include <array>
 #include <atomic>
@@ -51,7 +52,8 @@ enum class Stage {
   kAck,              // AckHandler::Ack, all of it
   kAckDecode,        //   tokens decoded
   kAckLock,          //   their key locks
-  kAckFind,          //   their leases looked up
+  kAckFind,          //   their leases looked up (and under --retention
+                     //   their records read)
   kAckDelete,        //   the jobs deleted (one write)
   kAckEndLease,      //   the leases ended
   kAckLedger,        //   the ledger told
@@ -74,6 +76,8 @@ inline constexpr std::array<const char*, static_cast<size_t>(Stage::kCount)>
         "ack.end_lease",  "ack.ledger",
         "ack.answer",
 };
+// A stage added without a name would print a null pointer.
+static_assert(kStageNames.back() != nullptr);
 
 // The calling thread's CPU time in nanoseconds.
 inline int64_t ThreadCpuNs() {
