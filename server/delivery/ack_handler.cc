@@ -192,12 +192,15 @@ absl::StatusOr<v1::AckResponse> AckHandler::Ack(const v1::AckRequest& req) {
       state_->EndLeasesLocked(ended, kick);
     }
     stages.Mark(stage_cpu::Stage::kAckEndLease);
+    std::vector<JobLedger::Change> changes;
+    changes.reserve(acked.size());
     for (size_t k = 0; k < acked.size(); ++k) {
-      d_.ledger->Apply(JobLedger::Of(
+      changes.push_back(JobLedger::Of(
           mutations[k],
           was_live[k] ? v1::JOB_STATE_IN_FLIGHT : v1::JOB_STATE_CANCELED,
           payload_bytes[k], JobLedger::Cause::kAcked));
     }
+    d_.ledger->ApplyBatch(changes);
     stages.Mark(stage_cpu::Stage::kAckLedger);
     UniqueTopics(kick);
     for (const std::string& topic : kick) loop_->Kick(topic);

@@ -215,16 +215,19 @@ void Dispatcher::Dispatch(const std::string& topic) {
       dead_before.clear();
     }
     stages.Mark(stage_cpu::Stage::kDispatchMark);
+    std::vector<JobLedger::Change> changes;
+    changes.reserve(picked.size() + dead_before.size());
     for (size_t k = 0; k < picked.size(); ++k) {
-      d_.ledger->Apply(
+      changes.push_back(
           LeaseChange(mutations[k], before[k], v1::JOB_STATE_IN_FLIGHT));
     }
     for (size_t k = 0; k < dead_before.size(); ++k) {
       // A job put DEAD keeps its payload.
       const Mutation& m = mutations[picked.size() + k];
-      d_.ledger->Apply(
+      changes.push_back(
           JobLedger::Of(m, dead_before[k], PayloadBytesOf(m.record())));
     }
+    d_.ledger->ApplyBatch(changes);
     stages.Mark(stage_cpu::Stage::kDispatchLedger);
     std::vector<size_t> orphans;  // index into picked
     {

@@ -36,6 +36,28 @@ void DueBook::Move(absl::string_view topic, std::optional<int64_t> from,
   if (to.has_value()) AddLocked(topic, SecondOf(*to), 1);
 }
 
+void DueBook::MoveBatch(absl::string_view topic,
+                        std::span<const Entries> moves) {
+  // A run of the same second is added once.
+  int64_t second = 0;
+  int64_t run = 0;
+  absl::MutexLock lock(&mu_);
+  const auto add = [&](int64_t s, int64_t n) {
+    if (run != 0 && s != second) {
+      AddLocked(topic, second, run);
+      run = 0;
+    }
+    second = s;
+    run += n;
+  };
+  for (const Entries& m : moves) {
+    if (m.from == m.to) continue;  // also an attempt mark: the entry stays
+    if (m.from.has_value()) add(SecondOf(*m.from), -1);
+    if (m.to.has_value()) add(SecondOf(*m.to), 1);
+  }
+  if (run != 0) AddLocked(topic, second, run);
+}
+
 void DueBook::Add(absl::string_view topic, int64_t due_ms, int64_t n) {
   if (n == 0) return;
   absl::MutexLock lock(&mu_);

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,14 @@ class DueBook {
   // one at `to` (when set).
   void Move(absl::string_view topic, std::optional<int64_t> from,
             std::optional<int64_t> to);
+  // Move of each (from, to) of one topic, under one lock; the moves within
+  // one second are summed first (an Ack of a herd removes a thousand
+  // entries of one second).
+  struct Entries {
+    std::optional<int64_t> from;
+    std::optional<int64_t> to;
+  };
+  void MoveBatch(absl::string_view topic, std::span<const Entries> moves);
   // Adds `n` entries at `due_ms` (recovery; n may be negative).
   void Add(absl::string_view topic, int64_t due_ms, int64_t n = 1);
 

@@ -1,5 +1,6 @@
 #include "server/jobs/job_ledger.h"
 
+#include <array>
 #include <vector>
 
 #include "server/jobs/job_key.h"
@@ -77,6 +78,93 @@ bool JobLedger::Apply(const Change& c) {
       break;
   }
   if (dead_lettered) metrics.dead_lettered->Increment();
+  return queued;
+}
+
+int64_t JobLedger::ApplyBatch(std::span<const Change> changes) {
+  int64_t queued = 0;
+  size_t begin = 0;
+  while (begin < changes.size()) {
+    size_t end = begin + 1;
+    while (end < changes.size() && changes[end].topic == changes[begin].topic) {
+      ++end;
+    }
+    queued += ApplyRun(changes.subspan(begin, end - begin));
+    begin = end;
+  }
+  return queued;
+}
+
+int64_t JobLedger::ApplyRun(std::span<const Change> run) {
+  // What Apply does change by change, gathered by table. The keys are
+  // distinct, so the order between tables does not matter; within one
+  // table it is kept.
+  const absl::string_view topic = run.front().topic;
+  std::vector<absl::string_view> unready;  // RemoveReady
+  std::vector<absl::string_view> ready;    // PushReady, in order
+  std::vector<DueBook::Entries> moves;
+  std::vector<JobTimers::Entry> disarm;
+  std::vector<JobTimers::Entry> arm;
+  int64_t jobs = 0;
+  int64_t payload_bytes = 0;
+  std::array<int64_t, 5> causes{};  // by Cause
+  int64_t dead_lettered = 0;
+  for (const Change& c : run) {
+    const bool live_before = storage::IsLive(c.before);
+    const bool live_after = storage::IsLive(c.after);
+    const bool waiting =
+        c.after == v1::JOB_STATE_SCHEDULED || c.after == v1::JOB_STATE_READY;
+    if (live_before && c.after != v1::JOB_STATE_IN_FLIGHT) {
+      unready.push_back(c.id);
+    }
+    terminal_->NoteChange(c.topic, c.id, c.before, c.after);
+    // (An attempt mark moves no entry: a dispatch round's changes all keep
+    // theirs, and need no lock of the due book.)
+    if (c.previous_due_ms != c.due_ms) {
+      moves.push_back({c.previous_due_ms, c.due_ms});
+    }
+    if (waiting && c.due_ms.has_value()) {
+      if (c.ready_now) {
+        disarm.push_back({0, KeyHash(c.topic, c.id), KeyCheck(c.topic, c.id)});
+        ready.push_back(c.id);
+      } else {
+        arm.push_back(
+            {*c.due_ms, KeyHash(c.topic, c.id), KeyCheck(c.topic, c.id)});
+      }
+    } else if (c.after != v1::JOB_STATE_IN_FLIGHT) {
+      disarm.push_back({0, KeyHash(c.topic, c.id), KeyCheck(c.topic, c.id)});
+    }
+    jobs += (live_after ? 1 : 0) - (live_before ? 1 : 0);
+    payload_bytes += (live_after ? c.payload_bytes_after : 0) -
+                     (live_before ? c.payload_bytes_before : 0);
+    ++causes[static_cast<size_t>(c.cause)];
+    if (c.after == v1::JOB_STATE_DEAD && c.before != v1::JOB_STATE_DEAD) {
+      ++dead_lettered;
+    }
+  }
+  if (!unready.empty()) topics_->RemoveReadyBatch(topic, unready);
+  if (!moves.empty()) due_->MoveBatch(topic, moves);
+  if (!disarm.empty()) timers_->DisarmBatch(disarm);
+  for (const JobTimers::Entry& e : arm) timers_->Arm(e.hash, e.check, e.due_ms);
+  const int64_t queued =
+      ready.empty() ? 0 : topics_->PushReadyBatch(topic, ready);
+  if (jobs != 0 || payload_bytes != 0) {
+    topics_->AddLive(topic, jobs, payload_bytes);
+  }
+  if (causes[static_cast<size_t>(Cause::kOther)] ==
+          static_cast<int64_t>(run.size()) &&
+      dead_lettered == 0) {
+    return queued;
+  }
+  const DeliveryMetrics::Topic& metrics = metrics_->For(topic);
+  const auto add = [](prometheus::Counter* counter, int64_t n) {
+    if (n > 0) counter->Increment(static_cast<double>(n));
+  };
+  add(metrics.scheduled, causes[static_cast<size_t>(Cause::kScheduled)]);
+  add(metrics.canceled, causes[static_cast<size_t>(Cause::kCanceled)]);
+  add(metrics.acked, causes[static_cast<size_t>(Cause::kAcked)]);
+  add(metrics.nacked, causes[static_cast<size_t>(Cause::kNacked)]);
+  add(metrics.dead_lettered, dead_lettered);
   return queued;
 }
 

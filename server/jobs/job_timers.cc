@@ -40,6 +40,20 @@ void JobTimers::Disarm(uint64_t hash, uint32_t check) {
   slots_.erase(it);
 }
 
+void JobTimers::DisarmBatch(std::span<const Entry> entries) {
+  absl::MutexLock lock(&mu_);
+  if (slots_.empty()) return;
+  // Each lookup is a cache miss in a large table: prefetch ahead.
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (i + kAhead < entries.size()) slots_.prefetch(entries[i + kAhead].hash);
+    auto it = slots_.find(entries[i].hash);
+    if (it == slots_.end() || it->second.check != entries[i].check) continue;
+    scheduler_->Cancel(timer::TimerHandle::FromRaw(it->second.handle));
+    slots_.erase(it);
+  }
+}
+
 void JobTimers::FiredBatch(std::span<const Entry> entries) {
   absl::MutexLock lock(&mu_);
   // Each lookup is a cache miss in a large table: prefetch ahead, as

@@ -55,6 +55,8 @@ class JobTimers {
   void Arm(uint64_t hash, uint32_t check, int64_t due_ms);
   // Cancels the key's tracked timer, if any.
   void Disarm(uint64_t hash, uint32_t check);
+  // Disarm of each entry, under one lock. Entry::due_ms is not read.
+  void DisarmBatch(std::span<const Entry> entries);
   // The keys' timers have fired (their jobs are due): forget the handles,
   // under one lock (a herd's chunk). Each key's lock is held.
   // Entry::due_ms is not read.

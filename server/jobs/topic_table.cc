@@ -68,17 +68,26 @@ int64_t TopicTable::PushReadyBatch(absl::string_view topic,
 }
 
 bool TopicTable::RemoveReady(absl::string_view topic, absl::string_view id) {
+  return RemoveReadyBatch(topic, std::span<const absl::string_view>(&id, 1)) ==
+         1;
+}
+
+int64_t TopicTable::RemoveReadyBatch(absl::string_view topic,
+                                     std::span<const absl::string_view> ids) {
   absl::MutexLock lock(&mu_);
   auto it = topics_.find(topic);
-  if (it == topics_.end()) return false;
+  if (it == topics_.end()) return 0;
   Topic& t = it->second;
-  if (t.ready_set.erase(id) == 0) return false;
-  --t.counts.ready;
+  if (t.ready_set.empty()) return 0;
+  int64_t removed = 0;
+  for (absl::string_view id : ids) removed += t.ready_set.erase(id);
+  if (removed == 0) return 0;
+  t.counts.ready -= removed;
   // Trim removed ids off the front so the queue does not grow without bound.
   while (!t.ready_order.empty() && !IsLiveEntry(t, t.ready_order.front())) {
     t.ready_order.pop_front();
   }
-  return true;
+  return removed;
 }
 
 std::vector<std::string> TopicTable::PopReady(absl::string_view topic,

@@ -66,6 +66,10 @@ class TopicTable {
                          std::span<const absl::string_view> ids);
   // Drops a job from the ready queue (canceled, moved); false if absent.
   bool RemoveReady(absl::string_view topic, absl::string_view id);
+  // RemoveReady of each of a topic's ids, under one lock. Returns how many
+  // were queued.
+  int64_t RemoveReadyBatch(absl::string_view topic,
+                           std::span<const absl::string_view> ids);
   // Takes up to `max` ready jobs off the front of the queue, in due order;
   // they stop counting as ready.
   std::vector<std::string> PopReady(absl::string_view topic, size_t max);

@@ -2,6 +2,10 @@
 // bookkeeping, from the record's state before and after it.
 #include "server/jobs/job_ledger.h"
 
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -247,6 +251,209 @@ TEST_F(JobLedgerTest, LivePayloadBytesFollowTheLiveJobs) {
   // Redriven.
   EXPECT_EQ(apply(JOB_STATE_DEAD, 7, JOB_STATE_SCHEDULED, 7), 7);
   EXPECT_EQ(Counts().live, 1);
+}
+
+// Every table a ledger keeps, on its own clock and scheduler.
+struct Books {
+  Books()
+      : scheduler(&clock, [](std::vector<timer::TimerEntry>) {}),
+        timers(&scheduler),
+        terminal(&topics),
+        ledger(&topics, &terminal, &timers, &due, &metrics) {}
+  timer::FakeClock clock{kT0};
+  timer::Scheduler scheduler;
+  TopicTable topics;
+  JobTimers timers;
+  TerminalStateCounter terminal;
+  DueBook due;
+  DeliveryMetrics metrics;
+  JobLedger ledger;
+};
+
+// What a reader of either ledger can see: each topic's counts, due-book
+// histogram and counters, and the timers.
+void ExpectSameBooks(Books& a, Books& b, const std::vector<std::string>& topics,
+                     int round) {
+  SCOPED_TRACE(::testing::Message() << "round " << round);
+  const int64_t s0 = DueBook::SecondOf(kT0);
+  for (const std::string& topic : topics) {
+    const TopicTable::Counts x = a.topics.CountsOf(topic);
+    const TopicTable::Counts y = b.topics.CountsOf(topic);
+    EXPECT_EQ(x.live, y.live) << topic;
+    EXPECT_EQ(x.live_payload_bytes, y.live_payload_bytes) << topic;
+    EXPECT_EQ(x.ready, y.ready) << topic;
+    EXPECT_EQ(x.in_flight, y.in_flight) << topic;
+    EXPECT_EQ(x.dead, y.dead) << topic;
+    EXPECT_EQ(x.done, y.done) << topic;
+    EXPECT_EQ(x.canceled, y.canceled) << topic;
+    EXPECT_EQ(a.due.Histogram(topic, s0 - 1, 1, 12),
+              b.due.Histogram(topic, s0 - 1, 1, 12))
+        << topic;
+    for (auto counter :
+         {&DeliveryMetrics::Topic::scheduled, &DeliveryMetrics::Topic::canceled,
+          &DeliveryMetrics::Topic::acked, &DeliveryMetrics::Topic::nacked,
+          &DeliveryMetrics::Topic::dead_lettered}) {
+      EXPECT_EQ((a.metrics.For(topic).*counter)->Value(),
+                (b.metrics.For(topic).*counter)->Value())
+          << topic;
+    }
+  }
+  EXPECT_EQ(a.due.total(), b.due.total());
+  EXPECT_EQ(a.timers.tracked(), b.timers.tracked());
+  EXPECT_EQ(a.scheduler.size(), b.scheduler.size());
+}
+
+// ApplyBatch leaves the books as Apply of each change does, over random
+// lives of jobs of three topics: created, fired, taken, acked, nacked (due
+// now or later), dead-lettered, redriven, canceled, retained and swept,
+// changed in batches that mix the topics in runs and one by one.
+TEST(JobLedgerBatchTest, ApplyBatchLeavesTheBooksAsApplyOfEachChange) {
+  using v1::JobState;
+  const std::vector<std::string> topics = {"a", "b", "c"};
+  struct Job {
+    std::string topic, id;
+    JobState state = v1::JOB_STATE_UNSPECIFIED;
+    std::optional<int64_t> due;  // its due entry, while live
+    int64_t payload = 0;
+  };
+  std::vector<Job> jobs;
+  for (const std::string& topic : topics) {
+    for (int i = 0; i < 25; ++i) {
+      Job job;
+      job.topic = topic;
+      job.id = "j" + std::to_string(i);
+      jobs.push_back(job);
+    }
+  }
+  Books one, batched;
+  std::mt19937 rng(7);
+  const auto pick = [&](int n) {
+    return std::uniform_int_distribution<int>(0, n - 1)(rng);
+  };
+  for (int round = 0; round < 400; ++round) {
+    std::vector<size_t> chosen(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) chosen[i] = i;
+    std::shuffle(chosen.begin(), chosen.end(), rng);
+    chosen.resize(1 + pick(30));
+    // Half the batches in runs of one topic, as Ack and Dispatch make them.
+    if (pick(2) == 0) std::sort(chosen.begin(), chosen.end());
+    std::vector<JobLedger::Change> changes;
+    for (size_t i : chosen) {
+      Job& job = jobs[i];
+      JobLedger::Change c;
+      c.topic = job.topic;
+      c.id = job.id;
+      c.before = job.state;
+      c.previous_due_ms = job.due;
+      c.payload_bytes_before = job.payload;
+      const int64_t later = kT0 + 100 * pick(90);
+      const int64_t payload = pick(200);
+      switch (job.state) {
+        case v1::JOB_STATE_UNSPECIFIED:
+          c.cause = JobLedger::Cause::kScheduled;
+          c.after = v1::JOB_STATE_SCHEDULED;
+          c.due_ms = later;
+          c.ready_now = pick(4) == 0;
+          c.payload_bytes_after = payload;
+          break;
+        case v1::JOB_STATE_SCHEDULED:
+        case v1::JOB_STATE_READY:
+          switch (pick(4)) {
+            case 0:  // taken for delivery
+              c.after = v1::JOB_STATE_IN_FLIGHT;
+              c.due_ms = job.due;
+              c.payload_bytes_after = job.payload;
+              break;
+            case 1:  // moved
+              c.after = v1::JOB_STATE_SCHEDULED;
+              c.due_ms = later;
+              c.payload_bytes_after = job.payload;
+              break;
+            case 2:  // canceled
+              c.cause = JobLedger::Cause::kCanceled;
+              c.after = pick(2) == 0 ? v1::JOB_STATE_UNSPECIFIED
+                                     : v1::JOB_STATE_CANCELED;
+              break;
+            default:  // replaced, due now
+              c.cause = JobLedger::Cause::kScheduled;
+              c.after = v1::JOB_STATE_SCHEDULED;
+              c.due_ms = kT0;
+              c.ready_now = true;
+              c.payload_bytes_after = payload;
+          }
+          break;
+        case v1::JOB_STATE_IN_FLIGHT:
+          switch (pick(5)) {
+            case 0:
+              c.cause = JobLedger::Cause::kAcked;
+              c.after = v1::JOB_STATE_UNSPECIFIED;
+              break;
+            case 1:  // acked and retained
+              c.cause = JobLedger::Cause::kAcked;
+              c.after = v1::JOB_STATE_DONE;
+              c.payload_bytes_after = job.payload;
+              break;
+            case 2:  // nacked, due now or later
+              c.cause = JobLedger::Cause::kNacked;
+              c.after = v1::JOB_STATE_SCHEDULED;
+              c.ready_now = pick(2) == 0;
+              c.due_ms = c.ready_now ? kT0 : later;
+              c.payload_bytes_after = job.payload;
+              break;
+            case 3:
+              c.after = v1::JOB_STATE_DEAD;
+              c.payload_bytes_after = job.payload;
+              break;
+            default:  // canceled in flight
+              c.cause = JobLedger::Cause::kCanceled;
+              c.after = v1::JOB_STATE_CANCELED;
+              c.payload_bytes_after = job.payload;
+          }
+          break;
+        case v1::JOB_STATE_DEAD:
+          if (pick(2) == 0) {  // redriven
+            c.after = v1::JOB_STATE_SCHEDULED;
+            c.due_ms = later;
+            c.payload_bytes_after = job.payload;
+          } else {
+            c.after = v1::JOB_STATE_UNSPECIFIED;
+          }
+          break;
+        default:  // DONE, CANCELED: swept
+          c.after = v1::JOB_STATE_UNSPECIFIED;
+      }
+      job.state = c.after;
+      job.due = c.due_ms;
+      job.payload = c.payload_bytes_after;
+      changes.push_back(c);
+    }
+    int64_t queued_one = 0;
+    for (const JobLedger::Change& c : changes) {
+      queued_one += one.ledger.Apply(c) ? 1 : 0;
+    }
+    EXPECT_EQ(batched.ledger.ApplyBatch(changes), queued_one);
+    // Some scheduled jobs fall due, and some ready ones are taken.
+    for (const std::string& topic : topics) {
+      std::vector<absl::string_view> due;
+      for (const Job& job : jobs) {
+        if (job.topic == topic && job.state == v1::JOB_STATE_SCHEDULED &&
+            pick(3) == 0) {
+          due.push_back(job.id);
+        }
+      }
+      EXPECT_EQ(one.ledger.DueBatch(topic, due),
+                batched.ledger.DueBatch(topic, due));
+      const size_t take = static_cast<size_t>(pick(4));
+      EXPECT_EQ(one.topics.PopReady(topic, take),
+                batched.topics.PopReady(topic, take));
+    }
+    ExpectSameBooks(one, batched, topics, round);
+    if (HasFailure()) return;
+  }
+  for (const std::string& topic : topics) {
+    EXPECT_EQ(one.topics.PopReady(topic, 1000),
+              batched.topics.PopReady(topic, 1000));
+  }
 }
 
 }  // namespace
