@@ -6,10 +6,24 @@
 
 namespace delayd::server {
 
-void DeliveryState::StartLeaseLocked(const JobKey& key,
-                                     const LeaseTable::Lease& lease) {
-  leases.Add(key, lease);
-  if (lease.subscriber != 0) subscribers.AttachLease(lease.subscriber, key);
+void DeliveryState::StartLeasesLocked(
+    std::span<const JobKey> keys, std::span<const LeaseTable::Lease> started) {
+  size_t begin = 0;
+  while (begin < keys.size()) {
+    size_t end = begin + 1;
+    while (end < keys.size() &&
+           started[end].deadline_ms == started[begin].deadline_ms) {
+      ++end;
+    }
+    leases.AddShared(keys.subspan(begin, end - begin),
+                     started.subspan(begin, end - begin));
+    begin = end;
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (started[i].subscriber != 0) {
+      subscribers.AttachLease(started[i].subscriber, keys[i]);
+    }
+  }
 }
 
 bool DeliveryState::EndOneLocked(const JobKey& key,

@@ -50,9 +50,12 @@ class DeliveryState {
   SubscriberSet subscribers ABSL_GUARDED_BY(mu);
   LeaseTable leases ABSL_GUARDED_BY(mu);
 
-  // Starts a lease on the credit Reserve()d for its subscriber.
-  // REQUIRES: the key's lock held; the subscriber known.
-  void StartLeaseLocked(const JobKey& key, const LeaseTable::Lease& lease)
+  // Starts the lease started[i] of keys[i] (a dispatch round's) on the
+  // credit Reserve()d for its subscriber; each run of one deadline shares
+  // one lease timer (LeaseTable::AddShared). REQUIRES: each key's lock
+  // held, the keys distinct; each subscriber known.
+  void StartLeasesLocked(std::span<const JobKey> keys,
+                         std::span<const LeaseTable::Lease> started)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Ends the key's lease, if any: cancels its timer, returns its credit
   // (appending the topic to `kick` when it did) and its in-flight count.

@@ -215,21 +215,25 @@ void Dispatcher::Dispatch(const std::string& topic) {
       dead_before.clear();
     }
     stages.Mark(stage_cpu::Stage::kDispatchMark);
-    std::vector<JobLedger::Change> changes;
-    changes.reserve(picked.size() + dead_before.size());
+    // One by one: a lease's change takes no lock of the ledger's tables
+    // (ApplyBatch measured slower here; BENCHMARKS.md, "Issue 19: the
+    // ledger told once an Ack, shared lease timers, ...").
     for (size_t k = 0; k < picked.size(); ++k) {
-      changes.push_back(
+      d_.ledger->Apply(
           LeaseChange(mutations[k], before[k], v1::JOB_STATE_IN_FLIGHT));
     }
     for (size_t k = 0; k < dead_before.size(); ++k) {
       // A job put DEAD keeps its payload.
       const Mutation& m = mutations[picked.size() + k];
-      changes.push_back(
+      d_.ledger->Apply(
           JobLedger::Of(m, dead_before[k], PayloadBytesOf(m.record())));
     }
-    d_.ledger->ApplyBatch(changes);
     stages.Mark(stage_cpu::Stage::kDispatchLedger);
     std::vector<size_t> orphans;  // index into picked
+    std::vector<JobKey> lease_keys;
+    std::vector<LeaseTable::Lease> leases;
+    lease_keys.reserve(picked.size());
+    leases.reserve(picked.size());
     {
       absl::MutexLock lock(&state_->mu);
       for (size_t k = 0; k < picked.size(); ++k) {
@@ -241,19 +245,17 @@ void Dispatcher::Dispatch(const std::string& topic) {
           orphans.push_back(k);
           continue;
         }
-        LeaseTable::Lease lease{
-            sub->id,
-            record.delivery_nonce(),
-            record.job().attempts(),
-            static_cast<uint32_t>(record.job().payload().size()),
-            record.lease_expires_at_ms(),
-            0,
-            timer::TimerHandle(),
-            false,
-            *mutations[k].new_due_ms()};
+        LeaseTable::Lease& lease = leases.emplace_back();
+        lease.subscriber = sub->id;
+        lease.nonce = record.delivery_nonce();
+        lease.attempt = record.job().attempts();
+        lease.payload_bytes =
+            static_cast<uint32_t>(record.job().payload().size());
+        lease.deadline_ms = record.lease_expires_at_ms();
+        lease.due_ms = *mutations[k].new_due_ms();
         lease.check = state_->leases.NewNonce();
         lease.started_ms = now_ms;
-        state_->StartLeaseLocked(JobKey{topic, id}, lease);
+        lease_keys.push_back(JobKey{topic, id});
         Send& send = sends.emplace_back();
         send.sink = sub->sink;
         send.delivery.set_ack_token(
@@ -266,6 +268,8 @@ void Dispatcher::Dispatch(const std::string& topic) {
         // unchanged); the record is needed no more.
         send.delivery.mutable_job()->Swap(record.mutable_job());
       }
+      // One lease timer for the round's leases of one deadline.
+      state_->StartLeasesLocked(lease_keys, leases);
       // Credit reserved for nobody (fewer ready than reserved, jobs gone or
       // not due) returns, and the round-robin goes on from there.
       state_->subscribers.GiveBack(

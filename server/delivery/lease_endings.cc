@@ -188,10 +188,14 @@ void LeaseEndings::ExpireLeases(const std::vector<uint64_t>& tags) {
     absl::MutexLock lock(&state_->mu);
     for (uint64_t tag : tags) {
       const uint64_t seq = tag & ~kLeaseTagBit;
-      const JobKey* key = state_->leases.KeyOf(seq);
-      if (key == nullptr) continue;  // ended meanwhile
-      keys.push_back(*key);
-      seqs.push_back(seq);
+      // Each key that had the sequence: ReleaseLeases passes over those that
+      // ended or moved to another since.
+      const std::vector<JobKey>* had = state_->leases.KeysOf(seq);
+      if (had == nullptr) continue;  // all ended meanwhile
+      for (const JobKey& key : *had) {
+        keys.push_back(key);
+        seqs.push_back(seq);
+      }
     }
   }
   for (size_t begin = 0; begin < keys.size(); begin += kChunk) {

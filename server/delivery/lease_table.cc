@@ -37,40 +37,73 @@ bool LeaseTable::IsCurrent(const JobKey& key, uint64_t nonce, uint64_t check,
   return it != leases_.end() && Matches(it->second, nonce, check, attempt);
 }
 
-void LeaseTable::Add(const JobKey& key, Lease lease) {
+void LeaseTable::NewSequence(const JobKey& key, Lease& lease, int64_t at_ms) {
   lease.seq = next_seq_++;
-  lease.timer = scheduler_->Add(lease.deadline_ms, kLeaseTagBit | lease.seq);
-  keys_[lease.seq] = key;
+  Sequence& s = sequences_[lease.seq];
+  s.keys.push_back(key);
+  s.live = 1;
+  s.timer = scheduler_->Add(at_ms, kLeaseTagBit | lease.seq);
+}
+
+void LeaseTable::LeaveSequence(const Lease& lease) {
+  auto it = sequences_.find(lease.seq);
+  if (it == sequences_.end() || --it->second.live > 0) return;
+  scheduler_->Cancel(it->second.timer);
+  sequences_.erase(it);
+}
+
+void LeaseTable::Add(const JobKey& key, Lease lease) {
+  NewSequence(key, lease, lease.deadline_ms);
   leases_[key] = lease;
+}
+
+void LeaseTable::AddShared(std::span<const JobKey> keys,
+                           std::span<const Lease> leases) {
+  if (keys.empty()) return;
+  const uint64_t seq = next_seq_++;
+  Sequence& s = sequences_[seq];
+  s.keys.assign(keys.begin(), keys.end());
+  s.live = keys.size();
+  s.timer = scheduler_->Add(leases.front().deadline_ms, kLeaseTagBit | seq);
+  leases_.reserve(leases_.size() + keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    (leases_[keys[i]] = leases[i]).seq = seq;
+  }
 }
 
 std::optional<LeaseTable::Lease> LeaseTable::Remove(const JobKey& key) {
   auto it = leases_.find(key);
   if (it == leases_.end()) return std::nullopt;
   const Lease lease = it->second;
-  scheduler_->Cancel(lease.timer);
-  keys_.erase(lease.seq);
   leases_.erase(it);
+  LeaveSequence(lease);
   return lease;
 }
 
 void LeaseTable::Rearm(const JobKey& key, Lease& lease, int64_t at_ms) {
-  if (scheduler_->Reschedule(lease.timer, at_ms)) return;
-  // It fired already; its expiry, when it runs, finds a new sequence.
-  keys_.erase(lease.seq);
-  lease.seq = next_seq_++;
-  keys_[lease.seq] = key;
-  lease.timer = scheduler_->Add(at_ms, kLeaseTagBit | lease.seq);
+  auto it = sequences_.find(lease.seq);
+  if (it != sequences_.end() && it->second.live == 1 &&
+      scheduler_->Reschedule(it->second.timer, at_ms)) {
+    return;
+  }
+  // Shared, or fired already: its expiry, when it runs, finds a new
+  // sequence.
+  LeaveSequence(lease);
+  NewSequence(key, lease, at_ms);
 }
 
 void LeaseTable::ArmAgain(Lease& lease, int64_t at_ms) {
-  if (scheduler_->Reschedule(lease.timer, at_ms)) return;
-  lease.timer = scheduler_->Add(at_ms, kLeaseTagBit | lease.seq);
+  auto it = sequences_.find(lease.seq);
+  if (it == sequences_.end()) return;  // cannot be: the lease has it
+  Sequence& s = it->second;
+  if (!scheduler_->Reschedule(s.timer, at_ms)) {
+    s.timer = scheduler_->Add(at_ms, kLeaseTagBit | lease.seq);
+  }
 }
 
-const JobKey* LeaseTable::KeyOf(uint64_t seq) const {
-  auto it = keys_.find(seq);
-  return it == keys_.end() ? nullptr : &it->second;
+const std::vector<JobKey>* LeaseTable::KeysOf(uint64_t seq) const {
+  auto it = sequences_.find(seq);
+  return it == sequences_.end() ? nullptr : &it->second.keys;
 }
 
 uint64_t LeaseTable::NewNonce() {

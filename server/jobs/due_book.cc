@@ -1,6 +1,8 @@
 #include "server/jobs/due_book.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace delayd::server {
 
@@ -38,24 +40,26 @@ void DueBook::Move(absl::string_view topic, std::optional<int64_t> from,
 
 void DueBook::MoveBatch(absl::string_view topic,
                         std::span<const Entries> moves) {
-  // A run of the same second is added once.
-  int64_t second = 0;
-  int64_t run = 0;
-  absl::MutexLock lock(&mu_);
-  const auto add = [&](int64_t s, int64_t n) {
-    if (run != 0 && s != second) {
-      AddLocked(topic, second, run);
-      run = 0;
-    }
-    second = s;
-    run += n;
-  };
+  // The entries removed and added, by second; a run of one second is added
+  // once (an Ack of a herd's jobs removes a thousand from one second).
+  std::vector<std::pair<int64_t, int64_t>> deltas;  // (second, n)
   for (const Entries& m : moves) {
     if (m.from == m.to) continue;  // also an attempt mark: the entry stays
-    if (m.from.has_value()) add(SecondOf(*m.from), -1);
-    if (m.to.has_value()) add(SecondOf(*m.to), 1);
+    for (const auto& [at, n] :
+         {std::pair(m.from, int64_t{-1}), std::pair(m.to, int64_t{1})}) {
+      if (!at.has_value()) continue;
+      const int64_t second = SecondOf(*at);
+      if (!deltas.empty() && deltas.back().first == second) {
+        deltas.back().second += n;
+      } else {
+        deltas.emplace_back(second, n);
+      }
+    }
   }
-  if (run != 0) AddLocked(topic, second, run);
+  absl::MutexLock lock(&mu_);
+  for (const auto& [second, n] : deltas) {
+    if (n != 0) AddLocked(topic, second, n);
+  }
 }
 
 void DueBook::Add(absl::string_view topic, int64_t due_ms, int64_t n) {

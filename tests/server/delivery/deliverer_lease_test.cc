@@ -2,6 +2,7 @@
 // tokens), Nack (retry_after, exponential backoff, max_attempts, dead
 // letters), lease expiry and ExtendLease, Redrive, cancel in flight and
 // REPLACE of a job in flight — by the fake clock.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -315,6 +316,54 @@ TEST_F(DelivererTest, ExtendLeaseMovesTheDeadline) {
   req.set_ack_token("nope");
   *req.mutable_extend_by() = DurationMs(1000);
   ExpectInvalid(service().ExtendLease(req).status(), "ack_token");
+}
+
+// A round's leases share one lease timer: at its deadline each of them
+// that is still current is delivered again; one extended meanwhile has a
+// timer of its own and goes at its own deadline; one acked is not touched.
+TEST_F(DelivererTest, ARoundsLeasesExpireTogetherButAnExtendedOneAtItsOwnTime) {
+  for (const char* id : {"a", "b", "c", "d"}) {
+    MustScheduleWith("t", id, 0, Retry(5, 2000));
+  }
+  service().Start();
+  ASSERT_TRUE(PollUntil([&] { return Stats("t").ready() == 4; }, kWait));
+  Sub sub = Subscribe("t");  // one round takes the four
+  ASSERT_TRUE(sub.sink->WaitFor(4));
+  EXPECT_EQ(sub.sink->sends(), std::vector<size_t>{4});
+  const int64_t t1 = clock_.NowMs();
+  std::map<std::string, std::string> tokens;
+  for (size_t i = 0; i < 4; ++i) {
+    tokens[sub.sink->at(i).job().id()] = sub.sink->at(i).ack_token();
+  }
+  v1::ExtendLeaseRequest extend;
+  extend.set_ack_token(tokens["b"]);
+  *extend.mutable_extend_by() = DurationMs(10'000);
+  ASSERT_OK(service().ExtendLease(extend).status());
+  ASSERT_EQ(AckCode(tokens["d"]), absl::StatusCode::kOk);
+  SettleAt(t1 + 1999, t1 + 2000);
+  Quiesce();
+  EXPECT_EQ(sub.sink->count(), 4u);
+  clock_.SetMs(t1 + 2000);
+  ASSERT_TRUE(sub.sink->WaitFor(6));
+  Quiesce();
+  EXPECT_EQ(sub.sink->count(), 6u);
+  std::vector<std::string> again;
+  for (size_t i = 4; i < 6; ++i) {
+    EXPECT_EQ(sub.sink->at(i).attempt(), 2u);
+    again.push_back(sub.sink->at(i).job().id());
+  }
+  std::sort(again.begin(), again.end());
+  EXPECT_THAT(again, ElementsAre("a", "c"));
+  EXPECT_EQ(
+      AckCodes({sub.sink->at(4).ack_token(), sub.sink->at(5).ack_token()}),
+      std::vector<absl::StatusCode>(2, absl::StatusCode::kOk));
+  SettleAt(t1 + 9'999, t1 + 10'000);
+  Quiesce();
+  EXPECT_EQ(sub.sink->count(), 6u);
+  clock_.SetMs(t1 + 10'000);
+  ASSERT_TRUE(sub.sink->WaitFor(7));
+  EXPECT_EQ(sub.sink->at(6).job().id(), "b");
+  EXPECT_EQ(sub.sink->at(6).attempt(), 2u);
 }
 
 TEST_F(DelivererTest, NackWithRetryAfterRedeliversNoEarlier) {

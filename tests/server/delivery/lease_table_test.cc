@@ -56,8 +56,8 @@ TEST_F(LeaseTableTest, AddArmsATimerTaggedWithTheLeasesSequence) {
   ASSERT_NE(table_.Find(key), nullptr);
   const uint64_t seq = table_.Find(key)->seq;
   EXPECT_NE(seq, 0u);
-  ASSERT_NE(table_.KeyOf(seq), nullptr);
-  EXPECT_EQ(*table_.KeyOf(seq), key);
+  ASSERT_NE(table_.KeysOf(seq), nullptr);
+  EXPECT_EQ(*table_.KeysOf(seq), std::vector<JobKey>{key});
   EXPECT_EQ(scheduler_.size(), 1u);
   EXPECT_TRUE(table_.IsCurrent(key, 77, 99, 2));
   EXPECT_FALSE(table_.IsCurrent(key, 77, 99, 3));
@@ -75,7 +75,7 @@ TEST_F(LeaseTableTest, RemoveCancelsTheTimerAndForgetsTheSequence) {
   ASSERT_TRUE(removed.has_value());
   EXPECT_EQ(removed->nonce, 77u);
   EXPECT_EQ(scheduler_.size(), 0u);
-  EXPECT_EQ(table_.KeyOf(seq), nullptr);
+  EXPECT_EQ(table_.KeysOf(seq), nullptr);
   EXPECT_FALSE(table_.Contains(key));
   EXPECT_FALSE(table_.Remove(key).has_value());
 }
@@ -104,14 +104,102 @@ TEST_F(LeaseTableTest, RearmAfterTheTimerFiredTakesANewSequence) {
   LeaseTable::Lease* lease = table_.Find(key);
   table_.Rearm(key, *lease, kT0 + 9000);
   EXPECT_NE(lease->seq, first);
-  EXPECT_EQ(table_.KeyOf(first), nullptr);
-  ASSERT_NE(table_.KeyOf(lease->seq), nullptr);
+  EXPECT_EQ(table_.KeysOf(first), nullptr);
+  ASSERT_NE(table_.KeysOf(lease->seq), nullptr);
   EXPECT_EQ(scheduler_.size(), 1u);
   // ArmAgain keeps the sequence (an expiry that must try again).
   const uint64_t second = lease->seq;
   table_.ArmAgain(*lease, kT0 + 10'000);
   EXPECT_EQ(lease->seq, second);
   EXPECT_EQ(scheduler_.size(), 1u);
+}
+
+// A dispatch round's leases of one deadline: one sequence, one timer, which
+// goes with the last of them.
+TEST_F(LeaseTableTest, SharedLeasesHaveOneTimerThatEndsWithTheLastOfThem) {
+  const std::vector<JobKey> keys = {{"t", "a"}, {"t", "b"}, {"t", "c"}};
+  const std::vector<LeaseTable::Lease> leases(3, LeaseUntil(kT0 + 1000));
+  table_.AddShared(keys, leases);
+  const uint64_t seq = table_.Find(keys[0])->seq;
+  EXPECT_NE(seq, 0u);
+  for (const JobKey& key : keys) {
+    ASSERT_NE(table_.Find(key), nullptr);
+    EXPECT_EQ(table_.Find(key)->seq, seq);
+    EXPECT_TRUE(table_.IsCurrent(key, 77, 99, 2));
+  }
+  ASSERT_NE(table_.KeysOf(seq), nullptr);
+  EXPECT_EQ(*table_.KeysOf(seq), keys);
+  EXPECT_EQ(scheduler_.size(), 1u);
+  ASSERT_TRUE(table_.Remove(keys[1]).has_value());
+  ASSERT_TRUE(table_.Remove(keys[0]).has_value());
+  EXPECT_EQ(scheduler_.size(), 1u);  // c's deadline still stands
+  ASSERT_NE(table_.KeysOf(seq), nullptr);
+  ASSERT_TRUE(table_.Remove(keys[2]).has_value());
+  EXPECT_EQ(scheduler_.size(), 0u);
+  EXPECT_EQ(table_.KeysOf(seq), nullptr);
+}
+
+// An extended lease leaves its round's timer for one of its own; the round's
+// timer still fires at its time for the others.
+TEST_F(LeaseTableTest, ExtendingASharedLeaseGivesItATimerOfItsOwn) {
+  scheduler_.Start();
+  const std::vector<JobKey> keys = {{"t", "a"}, {"t", "b"}};
+  const std::vector<LeaseTable::Lease> leases(2, LeaseUntil(kT0 + 1000));
+  table_.AddShared(keys, leases);
+  const uint64_t shared = table_.Find(keys[0])->seq;
+  LeaseTable::Lease* b = table_.Find(keys[1]);
+  b->deadline_ms = kT0 + 5000;
+  table_.Rearm(keys[1], *b, kT0 + 5000);
+  const uint64_t own = b->seq;
+  EXPECT_NE(own, shared);
+  EXPECT_EQ(table_.Find(keys[0])->seq, shared);
+  EXPECT_EQ(scheduler_.size(), 2u);
+  ASSERT_NE(table_.KeysOf(own), nullptr);
+  EXPECT_EQ(*table_.KeysOf(own), std::vector<JobKey>{keys[1]});
+  ASSERT_TRUE(clock_.AwaitWaiter(kT0 + 1000, kPatience));
+  clock_.SetMs(kT0 + 1000);
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (Fired().empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(Fired(), std::vector<uint64_t>{kLeaseTagBit | shared});
+  clock_.SetMs(kT0 + 4999);
+  ASSERT_TRUE(clock_.AwaitWaiter(kT0 + 5000, kPatience));
+  EXPECT_EQ(Fired(), std::vector<uint64_t>{kLeaseTagBit | shared});
+  clock_.SetMs(kT0 + 5000);
+  ASSERT_TRUE(clock_.AwaitWaiter(timer::Clock::kNoDeadline, kPatience));
+  EXPECT_EQ(Fired(),
+            (std::vector<uint64_t>{kLeaseTagBit | shared, kLeaseTagBit | own}));
+  // a's removal ends the shared sequence (its timer fired already); b's
+  // own stays until b ends.
+  ASSERT_TRUE(table_.Remove(keys[0]).has_value());
+  EXPECT_EQ(table_.KeysOf(shared), nullptr);
+  EXPECT_NE(table_.KeysOf(own), nullptr);
+}
+
+// An expiry that must try again re-arms the fired round's timer once, under
+// the same sequence, for all its leases.
+TEST_F(LeaseTableTest, ArmAgainOfAFiredRoundArmsOneTimerUnderItsSequence) {
+  scheduler_.Start();
+  const std::vector<JobKey> keys = {{"t", "a"}, {"t", "b"}, {"t", "c"}};
+  const std::vector<LeaseTable::Lease> leases(3, LeaseUntil(kT0 + 1000));
+  table_.AddShared(keys, leases);
+  const uint64_t seq = table_.Find(keys[0])->seq;
+  ASSERT_TRUE(clock_.AwaitWaiter(kT0 + 1000, kPatience));
+  clock_.SetMs(kT0 + 1000);
+  ASSERT_TRUE(clock_.AwaitWaiter(timer::Clock::kNoDeadline, kPatience));
+  ASSERT_EQ(Fired(), std::vector<uint64_t>{kLeaseTagBit | seq});
+  EXPECT_EQ(scheduler_.size(), 0u);
+  for (const JobKey& key : keys) {
+    table_.ArmAgain(*table_.Find(key), kT0 + 2000);
+    EXPECT_EQ(table_.Find(key)->seq, seq);
+  }
+  EXPECT_EQ(scheduler_.size(), 1u);
+  ASSERT_TRUE(clock_.AwaitWaiter(kT0 + 2000, kPatience));
+  clock_.SetMs(kT0 + 2000);
+  ASSERT_TRUE(clock_.AwaitWaiter(timer::Clock::kNoDeadline, kPatience));
+  EXPECT_EQ(Fired(),
+            (std::vector<uint64_t>{kLeaseTagBit | seq, kLeaseTagBit | seq}));
 }
 
 TEST_F(LeaseTableTest, NoncesAreNeverZero) {
