@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/store/bench_job.h"
 #include "storage/rocksdb_job_store.h"
 
 ABSL_FLAG(std::string, dir, "/var/tmp",
@@ -57,25 +58,6 @@ void Check(const absl::Status& s, const char* what) {
   std::exit(1);
 }
 
-JobRecord MakeJob(const std::string& id, int64_t now_ms, int64_t due_ms) {
-  JobRecord record;
-  v1::Job* job = record.mutable_job();
-  job->set_topic("bench");
-  job->set_id(id);
-  job->set_payload(std::string(100, 'x'));
-  job->set_state(v1::JOB_STATE_SCHEDULED);
-  *job->mutable_fire_at() = UnixMsToTimestamp(due_ms);
-  job->mutable_retry()->set_max_attempts(10);
-  job->mutable_retry()->mutable_lease()->set_seconds(30);
-  job->mutable_retry()->mutable_initial_backoff()->set_seconds(1);
-  job->mutable_retry()->mutable_max_backoff()->set_seconds(600);
-  job->mutable_retry()->set_backoff_multiplier(2);
-  *job->mutable_created_at() = UnixMsToTimestamp(now_ms);
-  *job->mutable_updated_at() = UnixMsToTimestamp(now_ms);
-  record.set_spec_digest(now_ms * 31 + due_ms);
-  return record;
-}
-
 std::string IdOf(int64_t i) { return absl::StrFormat("job-%08d", i); }
 
 void RunOnce(int64_t jobs, int64_t round) {
@@ -94,8 +76,8 @@ void RunOnce(int64_t jobs, int64_t round) {
   const int64_t due_ms = now_ms + 60'000;
   std::vector<Mutation> batch;
   for (int64_t i = 0; i < jobs; ++i) {
-    batch.push_back(
-        Mutation::Put(MakeJob(IdOf(i), now_ms, due_ms), std::nullopt));
+    batch.push_back(Mutation::Put(MakeBenchJob(IdOf(i), now_ms, due_ms, 100),
+                                  std::nullopt));
     if (batch.size() == 1000 || i + 1 == jobs) {
       Check(store.Apply(batch, Durability::kNoSync), "fill");
       batch.clear();
@@ -136,7 +118,8 @@ void RunOnce(int64_t jobs, int64_t round) {
     if (mode == "round") {
       std::string all;
       for (const std::string& id : ids) absl::StrAppend(&all, id, ",");
-      JobRecord rec = MakeJob(absl::StrCat("round-", first), now_ms, due_ms);
+      JobRecord rec =
+          MakeBenchJob(absl::StrCat("round-", first), now_ms, due_ms, 0);
       rec.mutable_job()->set_payload(all);
       marks.push_back(Mutation::Put(std::move(rec), std::nullopt));
     }

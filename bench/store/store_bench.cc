@@ -38,6 +38,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/store/bench_job.h"
 #include "storage/rocksdb_job_store.h"
 
 ABSL_FLAG(std::string, dir, "/var/tmp",
@@ -87,26 +88,6 @@ std::unique_ptr<RocksDbJobStore> OpenOrDie(const std::string& path,
     std::exit(1);
   }
   return *std::move(store);
-}
-
-JobRecord MakeJob(const std::string& id, int64_t now_ms, int64_t due_ms,
-                  size_t payload_bytes) {
-  JobRecord record;
-  v1::Job* job = record.mutable_job();
-  job->set_topic("bench");
-  job->set_id(id);
-  job->set_payload(std::string(payload_bytes, 'x'));
-  job->set_state(v1::JOB_STATE_SCHEDULED);
-  *job->mutable_fire_at() = UnixMsToTimestamp(due_ms);
-  job->mutable_retry()->set_max_attempts(10);
-  job->mutable_retry()->mutable_lease()->set_seconds(30);
-  job->mutable_retry()->mutable_initial_backoff()->set_seconds(1);
-  job->mutable_retry()->mutable_max_backoff()->set_seconds(600);
-  job->mutable_retry()->set_backoff_multiplier(2);
-  *job->mutable_created_at() = UnixMsToTimestamp(now_ms);
-  *job->mutable_updated_at() = UnixMsToTimestamp(now_ms);
-  record.set_spec_digest(now_ms * 31 + due_ms);
-  return record;
 }
 
 // "Cumulative WAL: 12 writes, 3 syncs, ..." -> {12, 3}.
@@ -177,8 +158,8 @@ WriteResult RunWrites(SyncMode mode, int threads, int batch, bool pipelined) {
         mutations.clear();
         for (int i = 0; i < batch; ++i) {
           mutations.push_back(
-              Mutation::Put(MakeJob(absl::StrCat("w", t, "-", n++), now_ms,
-                                    now_ms + delay(rng), 100),
+              Mutation::Put(MakeBenchJob(absl::StrCat("w", t, "-", n++), now_ms,
+                                         now_ms + delay(rng), 100),
                             std::nullopt));
         }
         const absl::Time before = absl::Now();
@@ -241,7 +222,7 @@ void PrintWriteRow(const char* name, int threads, int batch,
   std::vector<Mutation> batch;
   for (int64_t i = 0; i < keys; ++i) {
     batch.push_back(Mutation::Put(
-        MakeJob(absl::StrCat("job-", i), now_ms, now_ms + delay(rng), 0),
+        MakeBenchJob(absl::StrCat("job-", i), now_ms, now_ms + delay(rng), 0),
         std::nullopt));
     if (batch.size() == 1000 || i + 1 == keys) {
       if (absl::Status s = store->Apply(batch, Durability::kNoSync); !s.ok()) {
