@@ -57,8 +57,9 @@ class DeliveryState {
   void StartLeasesLocked(std::span<const JobKey> keys,
                          std::span<const LeaseTable::Lease> started)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // Ends the key's lease, if any: cancels its timer, returns its credit
-  // (appending the topic to `kick` when it did) and its in-flight count.
+  // Ends the key's lease, if any: cancels its timer (a shared one with the
+  // last lease that has it), returns its credit (appending the topic to
+  // `kick` when it did) and its in-flight count.
   // REQUIRES: the key's lock held.
   void EndLeaseLocked(const JobKey& key, std::vector<std::string>& kick)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

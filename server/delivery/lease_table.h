@@ -1,5 +1,5 @@
 // LeaseTable: the deliveries out, in memory only — key -> {subscriber,
-// nonce, attempt, deadline, lease timer}. A lease's deadline is a timer in
+// nonce, attempt, deadline, lease sequence}. A lease's deadline is a timer in
 // the shared Scheduler, tagged kLeaseTagBit | a sequence number that is new
 // for every (re)armed deadline, so a fired tag names exactly one arming of
 // the leases under it; the fire path hands fired lease tags back
