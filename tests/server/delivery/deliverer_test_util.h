@@ -25,6 +25,19 @@ namespace delayd::server::testing {
 inline const size_t kMaxTokenChars =
     MaxAckTokenChars(Limits().max_topic_bytes, Limits().max_id_bytes);
 
+// A retry policy: max_attempts, the lease, and the backoff.
+inline v1::RetryPolicy Retry(uint32_t max_attempts, int64_t lease_ms,
+                             int64_t initial_ms = 1000,
+                             int64_t max_ms = 600'000, double multiplier = 2) {
+  v1::RetryPolicy retry;
+  retry.set_max_attempts(max_attempts);
+  *retry.mutable_lease() = DurationMs(lease_ms);
+  *retry.mutable_initial_backoff() = DurationMs(initial_ms);
+  *retry.mutable_max_backoff() = DurationMs(max_ms);
+  retry.set_backoff_multiplier(multiplier);
+  return retry;
+}
+
 class FakeSink final : public DeliverySink {
  public:
   explicit FakeSink(const timer::Clock* clock) : clock_(clock) {}
