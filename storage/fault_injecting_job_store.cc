@@ -100,6 +100,11 @@ absl::Status FaultInjectingJobStore::ScanFireMillisecond(
   });
 }
 
+absl::Status FaultInjectingJobStore::ScanCrowd(int64_t ms, DueVisitor visitor) {
+  return StalledScan(visitor,
+                     [&](DueVisitor v) { return target_.ScanCrowd(ms, v); });
+}
+
 absl::Status FaultInjectingJobStore::StalledScan(
     DueVisitor visitor,
     absl::FunctionRef<absl::Status(DueVisitor)> scan) const {

@@ -32,7 +32,7 @@ class FaultInjectingJobStore final : public JobStore {
   enum class Read {
     kGet,
     kMultiGet,
-    kScanDue,  // and ScanFireMillisecond, ScanDueFrom, ScanDueMarked
+    kScanDue,  // and ScanFireMillisecond, ScanCrowd, ScanDueFrom, ScanDueMarked
     kScanExpiry,
     kScanJobs,
     kScanTopics,
@@ -71,9 +71,10 @@ class FaultInjectingJobStore final : public JobStore {
   // Reads failed by injection so far.
   int64_t injected_read_failures() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Calls `stall` before each entry a ScanDue or ScanFireMillisecond visits,
-  // with the entry's index in that scan (from 0): a slow read, to observe
-  // what happens meanwhile. Empty: no stall. Set it while no such scan runs.
+  // Calls `stall` before each entry a ScanDue, ScanFireMillisecond or
+  // ScanCrowd visits, with the entry's index in that scan (from 0): a slow
+  // read, to observe what happens meanwhile. Empty: no stall. Set it while
+  // no such scan runs.
   void StallScanDue(std::function<void(size_t index)> stall)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -85,6 +86,7 @@ class FaultInjectingJobStore final : public JobStore {
       std::span<const JobKeyView> keys) const override;
   absl::Status ScanFireMillisecond(int64_t ms,
                                    DueVisitor visitor) const override;
+  absl::Status ScanCrowd(int64_t ms, DueVisitor visitor) override;
   absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                            std::string_view from_id, int64_t to_ms,
                            MarkedDueVisitor visitor) const override;

@@ -41,6 +41,9 @@ class ForwardingJobStore : public JobStore {
                                    DueVisitor visitor) const override {
     return target_.ScanFireMillisecond(ms, visitor);
   }
+  absl::Status ScanCrowd(int64_t ms, DueVisitor visitor) override {
+    return target_.ScanCrowd(ms, visitor);
+  }
   absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                            std::string_view from_id, int64_t to_ms,
                            MarkedDueVisitor visitor) const override {

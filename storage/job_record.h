@@ -23,7 +23,7 @@ inline constexpr uint32_t kJobRecordFormatVersion = 1;
 // The StoreMeta.layout_version this code writes and the newest it opens
 // (column families and key layout, storage/key_codec.h).
 // History: job_record.proto.
-inline constexpr uint32_t kStoreLayoutVersion = 6;
+inline constexpr uint32_t kStoreLayoutVersion = 7;
 
 // SCHEDULED, READY and IN_FLIGHT jobs are live: they have a due index entry.
 // DEAD, DONE and CANCELED (and UNSPECIFIED) ones do not.

@@ -10,7 +10,8 @@
 //
 // Invariant kept by every implementation, given Apply's preconditions: the
 // due index holds exactly one entry per live (SCHEDULED, READY, IN_FLIGHT)
-// record, at DueIndexEntryOf(record), and none for other records; the expiry
+// record, at DueIndexEntryOf(record), and none for other records, except
+// for stale entries in the millisecond of a crowd (ScanCrowd); the expiry
 // index holds exactly one entry per retained record (IsRetained), at
 // ExpiryIndexEntryOf(record), and none for other records.
 #ifndef DELAYD_STORAGE_JOB_STORE_H_
@@ -122,6 +123,19 @@ class JobStore {
   // As ScanDue(ms, ms + 1): the due entries of one millisecond.
   virtual absl::Status ScanFireMillisecond(int64_t ms,
                                            DueVisitor visitor) const = 0;
+  // As ScanFireMillisecond, for a crowd: `ms` holds many jobs (a herd) and
+  // the fire path is about to fire them, at or after `ms`. The store may
+  // then make `ms` a crowd: until every job due at `ms` has left it, Apply
+  // leaves the due entries it removes from `ms` where they are, and deletes
+  // them all at once, by range, when the last one goes (RocksDbJobStore).
+  // Meanwhile the due index at `ms` may hold entries of jobs no longer due
+  // there (stale), which only the fire path, whose timers name the jobs it
+  // fires, reads. A crash leaves them for the next Open to clear. The
+  // default is ScanFireMillisecond. REQUIRES: the clock has reached `ms`
+  // (no other reader of the due index looks at a time past).
+  virtual absl::Status ScanCrowd(int64_t ms, DueVisitor visitor) {
+    return ScanFireMillisecond(ms, visitor);
+  }
   // As ScanDueMarked, from the entry (from_ms, from_topic, from_id) on,
   // itself included if present: a scan that goes on where another stopped,
   // or that reads again a range another scan saw.

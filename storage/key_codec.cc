@@ -72,6 +72,25 @@ absl::StatusOr<DueKeyView> DecodeDueKey(std::string_view key) {
   return DueKeyView{static_cast<int64_t>(v), job->topic, job->id};
 }
 
+std::string EncodeCrowdKey(int64_t due_ms) {
+  return absl::StrCat(kCrowdKeyPrefix, EncodeDueTime(due_ms));
+}
+
+absl::StatusOr<int64_t> DecodeCrowdKey(std::string_view key) {
+  const std::string_view prefix(kCrowdKeyPrefix);
+  uint64_t v = 0;
+  if (key.size() == prefix.size() + kDueTimeBytes && key.starts_with(prefix)) {
+    for (size_t i = prefix.size(); i < key.size(); ++i) {
+      v = (v << 8) | static_cast<unsigned char>(key[i]);
+    }
+    if (v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return static_cast<int64_t>(v);
+    }
+  }
+  return absl::DataLossError(
+      absl::StrCat("storage: malformed crowd key \"", PrintableKey(key), "\""));
+}
+
 namespace {
 
 void AppendVarint(uint64_t v, std::string& out) {

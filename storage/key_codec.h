@@ -1,14 +1,15 @@
 // The key layout of delayd's RocksDB store, and the functions that encode and
 // decode its keys. Pure functions; thread-safe.
 //
-// Layout version 6 (kStoreLayoutVersion in job_record.h; bump it on any
+// Layout version 7 (kStoreLayoutVersion in job_record.h; bump it on any
 // change here, see storage/job_record.proto; version 1 had no `expiry`,
 // version 2 no attempt marks, version 3 no recurring marks, version 4 no
-// ahead marks, version 5 no payload sizes):
+// ahead marks, version 5 no payload sizes, version 6 no crowds):
 //
 //   column family   key                                   value
 //   -------------   -----------------------------------   ----------------
 //   default         "delayd.meta"                         StoreMeta
+//   default         "delayd.crowd." be64(due_ms)          empty
 //   jobs            topic '\0' id                         JobRecord
 //   due             be64(due_ms) topic '\0' id            DueValue
 //   expiry          be64(expires_at_ms) topic '\0' id     empty
@@ -47,6 +48,13 @@
 //   yet delivered, is marked kAheadMark: recovery finds those whose time
 //   passed while the server was down without reading any other record.
 //   Its first delivery's attempt mark replaces it.
+// * A crowd (layout 7; JobStore::ScanCrowd): a millisecond whose many jobs
+//   are being fired, noted under "delayd.crowd." be64(due_ms) until every
+//   job due there has left it. Meanwhile the entries removed from that
+//   millisecond stay in `due` (stale: their job is gone, or due elsewhere)
+//   and go all at once, with the note, by one range deletion. Open clears
+//   the crowds a crash left: it deletes each noted millisecond's entries
+//   that no record is due at, then the note.
 #ifndef DELAYD_STORAGE_KEY_CODEC_H_
 #define DELAYD_STORAGE_KEY_CODEC_H_
 
@@ -64,6 +72,8 @@ inline constexpr char kJobsColumnFamily[] = "jobs";
 inline constexpr char kDueColumnFamily[] = "due";
 inline constexpr char kExpiryColumnFamily[] = "expiry";
 inline constexpr char kMetaKey[] = "delayd.meta";
+
+inline constexpr char kCrowdKeyPrefix[] = "delayd.crowd.";
 
 // Size of the big-endian due time that prefixes a due key.
 inline constexpr size_t kDueTimeBytes = 8;
@@ -109,6 +119,12 @@ std::string EncodeDueTime(int64_t due_ms);
 // Decodes a due key. DATA_LOSS when it is shorter than 9 bytes, its time is
 // above INT64_MAX or its job key does not decode.
 absl::StatusOr<DueKeyView> DecodeDueKey(std::string_view key);
+
+// `"delayd.crowd." be64(ClampDueMs(due_ms))`: the note of a crowd.
+std::string EncodeCrowdKey(int64_t due_ms);
+
+// The millisecond of a crowd's note. DATA_LOSS when `key` is not one.
+absl::StatusOr<int64_t> DecodeCrowdKey(std::string_view key);
 
 // The mark of a recurring job's due entry; never an attempt (max_attempts
 // is far below it).

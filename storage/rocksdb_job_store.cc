@@ -1,6 +1,7 @@
 #include "storage/rocksdb_job_store.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -90,6 +91,13 @@ absl::StatusOr<std::unique_ptr<RocksDbJobStore>> RocksDbJobStore::Open(
           absl::StrCat("storage: cannot migrate the store at ", path,
                        " to layout ", kStoreLayoutVersion, ": ", a.message()));
     }
+  }
+  // What a crash left of the crowds (layout 7).
+  if (absl::Status c = store->ClearCrowds(); !c.ok()) {
+    return absl::Status(
+        c.code(), absl::StrCat("storage: cannot clear the crowds of the store "
+                               "at ",
+                               path, ": ", c.message()));
   }
   if (*version < kStoreLayoutVersion) {
     if (absl::Status w = WriteMeta(store->db_.get(), kStoreLayoutVersion, path);
@@ -257,6 +265,56 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
     counters_.RecordWrite(false, sync, mutations.size(), absl::Now() - start);
     return s;
   }
+  {
+    absl::ReaderMutexLock gate(&gate_);
+    if (!AddsIntoCrowd(mutations)) {
+      return WriteMutations(mutations, durability, sync, start);
+    }
+  }
+  absl::WriterMutexLock gate(&gate_);
+  return WriteMutations(mutations, durability, sync, start);
+}
+
+bool RocksDbJobStore::AddsIntoCrowd(std::span<const Mutation> mutations) const {
+  if (crowd_count_.load(std::memory_order_acquire) == 0) return false;
+  absl::MutexLock lock(&crowd_mu_);
+  for (const Mutation& m : mutations) {
+    if (m.kind() == Mutation::Kind::kPut && m.new_due_ms().has_value() &&
+        m.previous_due_ms() != m.new_due_ms() &&
+        crowds_.contains(ClampDueMs(*m.new_due_ms()))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::Status RocksDbJobStore::WriteMutations(
+    std::span<const Mutation> mutations, Durability durability, bool sync,
+    absl::Time start) {
+  // The crowds' milliseconds. While gate_ is held none is added, and none
+  // ends that this write removes an entry from (its count includes that
+  // entry).
+  std::vector<int64_t> crowds;
+  if (crowd_count_.load(std::memory_order_acquire) > 0) {
+    absl::MutexLock lock(&crowd_mu_);
+    for (const auto& [ms, crowd] : crowds_) crowds.push_back(ms);
+  }
+  // Entries this write adds to (+) and removes from (-) each crowd.
+  std::vector<std::pair<int64_t, int64_t>> counts;
+  const auto count_in_crowd = [&](int64_t due_ms, int64_t n) {
+    due_ms = ClampDueMs(due_ms);
+    if (std::find(crowds.begin(), crowds.end(), due_ms) == crowds.end()) {
+      return false;
+    }
+    for (auto& [ms, c] : counts) {
+      if (ms == due_ms) {
+        c += n;
+        return true;
+      }
+    }
+    counts.emplace_back(due_ms, n);
+    return true;
+  };
 
   rocksdb::WriteBatch batch;
   rocksdb::Status s;
@@ -275,7 +333,10 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
     // mark.
     const bool due_unchanged = m.kind() == Mutation::Kind::kPut &&
                                m.previous_due_ms() == m.new_due_ms();
-    if (m.previous_due_ms().has_value() && !due_unchanged) {
+    // An entry removed from a crowd's millisecond stays until the crowd's
+    // range deletion.
+    if (m.previous_due_ms().has_value() && !due_unchanged &&
+        !count_in_crowd(*m.previous_due_ms(), -1)) {
       s = batch.Delete(due_cf_,
                        EncodeDueKey(*m.previous_due_ms(), m.topic(), m.id()));
     }
@@ -292,6 +353,7 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
       if (s.ok() && m.new_due_ms().has_value()) {
         s = batch.Put(due_cf_, EncodeDueKey(*m.new_due_ms(), m.topic(), m.id()),
                       EncodeDueValue(DueValueOf(m.record())));
+        if (!due_unchanged) count_in_crowd(*m.new_due_ms(), +1);
       }
       if (s.ok() && m.new_expiry_ms().has_value()) {
         s = batch.Put(expiry_cf_,
@@ -312,16 +374,36 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
     return WouldStallError();  // nothing written, nothing to remember
   }
   counters_.RecordWrite(s.ok(), sync, mutations.size(), absl::Now() - start);
-  if (s.ok()) {
-    // For the syncer; a synced write leaves it be: later unsynced writes of
-    // others may already have set it.
-    if (!sync) unsynced_.store(true, std::memory_order_relaxed);
-    return absl::OkStatus();
+  if (!s.ok()) {
+    absl::Status error =
+        FromRocksDb(s, absl::StrCat("storage: write of ", mutations.size(),
+                                    " mutations to ", path_, " failed"));
+    SetWriteError(error);
+    return error;
   }
+  // For the syncer; a synced write leaves it be: later unsynced writes of
+  // others may already have set it.
+  if (!sync) unsynced_.store(true, std::memory_order_relaxed);
+  // Only a write that is in counts it: one that failed removed nothing.
+  std::vector<int64_t> emptied;
+  if (!counts.empty()) {
+    absl::MutexLock lock(&crowd_mu_);
+    for (const auto& [ms, n] : counts) {
+      auto it = crowds_.find(ms);
+      if (it == crowds_.end()) continue;
+      Crowd& crowd = it->second;
+      crowd.live += n;
+      if (crowd.counted && crowd.live == 0 && !crowd.releasing) {
+        crowd.releasing = true;
+        emptied.push_back(ms);
+      }
+    }
+  }
+  for (int64_t ms : emptied) ReleaseCrowd(ms);
+  return absl::OkStatus();
+}
 
-  absl::Status error =
-      FromRocksDb(s, absl::StrCat("storage: write of ", mutations.size(),
-                                  " mutations to ", path_, " failed"));
+void RocksDbJobStore::SetWriteError(const absl::Status& error) {
   absl::MutexLock lock(&mu_);
   if (write_error_.ok()) {
     write_error_ = absl::Status(
@@ -331,7 +413,6 @@ absl::Status RocksDbJobStore::Apply(std::span<const Mutation> mutations,
                      error.message()));
     write_failed_.store(true, std::memory_order_release);
   }
-  return error;
 }
 
 absl::Status RocksDbJobStore::VerifyPreviousDue(

@@ -21,6 +21,20 @@
 // Resume() keeps failing: the store must be reopened, which replays the
 // WAL up to its last whole record (tests: rocksdb_fault_test.cc).
 //
+// Crowds (JobStore::ScanCrowd): ScanCrowd notes the crowd in the store
+// (key_codec.h), unsynced (the WAL keeps it before every write that relies
+// on it), and counts its entries in a snapshot taken with the note. From
+// then on Apply skips the deletes of the due entries it removes from the
+// crowd's millisecond and counts them out, and counts in the entries it
+// adds there. When the count reaches 0 (every job that was due there has
+// left it), one write deletes the millisecond's entries by range, and the
+// note; a herd's acks thus write no due-index tombstone each. So that an
+// entry added there cannot fall under that range deletion, a write that
+// adds one (rare: a job scheduled or moved into a millisecond being fired)
+// runs alone: every other write holds gate_ shared, it holds gate_
+// exclusively, as ScanCrowd does while it notes the crowd and takes its
+// snapshot.
+//
 // Only storage/ includes RocksDB; this header only forward-declares it.
 #ifndef DELAYD_STORAGE_ROCKSDB_JOB_STORE_H_
 #define DELAYD_STORAGE_ROCKSDB_JOB_STORE_H_
@@ -34,6 +48,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "storage/job_store.h"
@@ -139,6 +154,12 @@ class RocksDbJobStore final : public JobStore {
                        DueVisitor visitor) const override;
   absl::Status ScanFireMillisecond(int64_t ms,
                                    DueVisitor visitor) const override;
+  // Makes `ms` a crowd (see the top of this file) unless it is one already,
+  // and scans it as ScanFireMillisecond does, in the crowd's snapshot.
+  // Scans without making a crowd when writes are refused. A crowd whose
+  // count fails (a read error) is never released while the store is open;
+  // the next Open clears it.
+  absl::Status ScanCrowd(int64_t ms, DueVisitor visitor) override;
   absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                            std::string_view from_id, int64_t to_ms,
                            MarkedDueVisitor visitor) const override;
@@ -152,6 +173,8 @@ class RocksDbJobStore final : public JobStore {
   absl::Status ScanTopics(TopicVisitor visitor) const override;
   absl::Status Resume() override;
   StoreStats stats() const override { return counters_.Snapshot(); }
+  // Crowds open now (ScanCrowd), for tests and diagnostics.
+  size_t crowds() const { return crowd_count_.load(std::memory_order_relaxed); }
   // WAL syncs the syncer made (Options::max_unsynced_age).
   uint64_t background_wal_syncs() const {
     return wal_syncs_.load(std::memory_order_relaxed);
@@ -174,6 +197,26 @@ class RocksDbJobStore final : public JobStore {
 
   // The sticky write error, OK when writes are accepted.
   absl::Status WriteError() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Makes `error` (a failed write's) the sticky write error, unless there
+  // is one.
+  void SetWriteError(const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
+  // Apply's write, with gate_ held: shared, or exclusively when a mutation
+  // adds a due entry into a crowd's millisecond (AddsIntoCrowd).
+  absl::Status WriteMutations(std::span<const Mutation> mutations,
+                              Durability durability, bool sync,
+                              absl::Time start)
+      ABSL_SHARED_LOCKS_REQUIRED(gate_) ABSL_LOCKS_EXCLUDED(crowd_mu_);
+  bool AddsIntoCrowd(std::span<const Mutation> mutations) const
+      ABSL_SHARED_LOCKS_REQUIRED(gate_) ABSL_LOCKS_EXCLUDED(crowd_mu_);
+  // Deletes the entries of crowd `ms`, counted down to none, by range, and
+  // its note; the crowd then ends. REQUIRES: crowds_[ms].releasing was set
+  // by this caller.
+  void ReleaseCrowd(int64_t ms) ABSL_SHARED_LOCKS_REQUIRED(gate_)
+      ABSL_LOCKS_EXCLUDED(crowd_mu_);
+  // Open's clearing of the crowds a crash (or a close) left: deletes the
+  // entries of each noted millisecond that no record is due at, then the
+  // note.
+  absl::Status ClearCrowds();
   // Migration to layout 6: rewrites every due entry with its job's payload
   // size, in batches; Open then stores the layout. After a crash part-way
   // the meta still says the old layout and the next Open does it again.
@@ -214,6 +257,23 @@ class RocksDbJobStore final : public JobStore {
   rocksdb::ColumnFamilyHandle* expiry_cf_;
 
   StoreCounters counters_;
+
+  // Crowds (see the top of this file). Lock order: gate_, then crowd_mu_.
+  struct Crowd {
+    // Entries at the crowd's millisecond: those of its snapshot (once
+    // counted), plus the writes' additions, minus their removals.
+    int64_t live = 0;
+    bool counted = false;
+    // Its range deletion is being written.
+    bool releasing = false;
+  };
+  absl::Mutex gate_ ABSL_ACQUIRED_BEFORE(crowd_mu_);
+  mutable absl::Mutex crowd_mu_;
+  absl::flat_hash_map<int64_t, Crowd> crowds_ ABSL_GUARDED_BY(crowd_mu_);
+  // crowds_.size(), readable without crowd_mu_. It grows only under gate_
+  // held exclusively, so a holder of gate_ that reads 0 sees no crowd for
+  // as long as it holds it.
+  std::atomic<size_t> crowd_count_{0};
 
   mutable absl::Mutex mu_;
   absl::Status write_error_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 // RocksDbJobStore's reads: records by key (Get, and MultiGet with its walk
-// in key order) and the scans of the indexes, topics and jobs. The rest of
-// the class (open, writes, migration, close) is in rocksdb_job_store.cc.
+// in key order) and the scans of the indexes, topics and jobs. The crowds
+// are in rocksdb_job_store_crowds.cc, the rest of the class (open, writes,
+// migration, close) in rocksdb_job_store.cc.
 #include <algorithm>
 #include <memory>
 #include <optional>

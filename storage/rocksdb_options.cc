@@ -33,6 +33,24 @@ class TopicPrefix final : public rocksdb::SliceTransform {
   }
 };
 
+// The due index's insert hint: one for the whole family (an empty prefix),
+// for the due keys only. A crowd's range deletion (its start key is a bare
+// due time, shorter than any due key) must not use it: RocksDB 7.8 keeps
+// one hint per prefix for both of a memtable's skip lists, the point
+// entries' and the range deletions', and a hint taken from one and used in
+// the other breaks the skip list (an assertion in debug builds, a corrupt
+// memtable in others). Later releases hint point entries only.
+class DueHintPrefix final : public rocksdb::SliceTransform {
+ public:
+  const char* Name() const override { return "delayd.DueHintPrefix"; }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    return rocksdb::Slice(key.data(), 0);
+  }
+  bool InDomain(const rocksdb::Slice& key) const override {
+    return key.size() > kDueTimeBytes;
+  }
+};
+
 }  // namespace
 
 rocksdb::DBOptions MakeDbOptions(const RocksDbJobStore::Options& options) {
@@ -152,9 +170,10 @@ std::vector<rocksdb::ColumnFamilyDescriptor> MakeColumnFamilies(
   // One insert hint for the whole family (an empty prefix): a due key
   // starts with its time, so a herd's attempt marks and acks land near each
   // other whatever their topic. A hint per due time would keep one per
-  // millisecond written (hundreds of bytes each).
-  due.memtable_insert_with_hint_prefix_extractor.reset(
-      rocksdb::NewCappedPrefixTransform(0));
+  // millisecond written (hundreds of bytes each). Not for range deletions
+  // (DueHintPrefix).
+  due.memtable_insert_with_hint_prefix_extractor =
+      std::make_shared<DueHintPrefix>();
   due.table_properties_collector_factories.push_back(
       rocksdb::NewCompactOnDeletionCollectorFactory(
           /*sliding_window_size=*/64 << 10, /*deletion_trigger=*/16 << 10));

@@ -246,18 +246,24 @@ void FirePath::FireMillisecond(int64_t ms,
     return absl::OkStatus();
   };
   // Which jobs the fired tags name: the due index at `ms`, read without
-  // locks, in chunks.
-  absl::Status scan = d_.store->ScanFireMillisecond(
-      ms, [&](int64_t, std::string_view topic, std::string_view id) {
-        if (!tags.contains(KeyHash(AsAbsl(topic), AsAbsl(id)))) return true;
-        chunk.push_back({std::string(topic), std::string(id)});
-        if (chunk.size() < (handled.empty() ? kFirstChunk : kChunk)) {
-          return true;
-        }
-        failed = fire_chunk();
-        chunk.clear();
-        return failed.ok();
-      });
+  // locks, in chunks. A crowd's, from its instant on (ScanCrowd).
+  const auto visit = [&](int64_t, std::string_view topic, std::string_view id) {
+    if (!tags.contains(KeyHash(AsAbsl(topic), AsAbsl(id)))) return true;
+    chunk.push_back({std::string(topic), std::string(id)});
+    if (chunk.size() < (handled.empty() ? kFirstChunk : kChunk)) {
+      return true;
+    }
+    failed = fire_chunk();
+    chunk.clear();
+    return failed.ok();
+  };
+  absl::Status scan;
+  if (entries.size() >= kCrowdMinJobs) {
+    if (!AwaitDue(ms)) return;
+    scan = d_.store->ScanCrowd(ms, visit);
+  } else {
+    scan = d_.store->ScanFireMillisecond(ms, visit);
+  }
   if (failed.ok()) failed = scan;
   if (failed.ok() && !chunk.empty()) failed = fire_chunk();
   if (failed.ok() || absl::IsCancelled(failed)) return;

@@ -21,13 +21,17 @@
 // are read.
 // A crowd (kAheadMinJobs or more jobs due at one millisecond) comes from the
 // Scheduler kAheadLeadMs early (Scheduler::Ahead; job timers only, never a
-// lease's): the fire thread builds its tag set and scans up to its first
-// chunk during the lead, then waits on the clock for the due millisecond
-// before it locks and readies anything, so the first deliveries leave at the
-// instant rather than after O(crowd) work. While it waits it fires the
+// lease's): the fire thread builds its tag set during the lead, then waits
+// on the clock for the due millisecond before it scans (as a crowd, below),
+// locks and readies anything, so the first deliveries leave at the instant
+// rather than after O(crowd) work. While it waits it fires the
 // batches that fall due meanwhile, so the lead makes nothing else late. A
 // job canceled or moved during the lead is not found by the re-read under
 // its lock, as with any change between a timer firing and the lock.
+// A crowd is scanned with JobStore::ScanCrowd (kCrowdMinJobs), which may
+// leave stale entries in the due index at its millisecond: the fire path
+// passes over them, as it does over the entries of jobs whose timers did
+// not fire, since only fired tags are looked for.
 // A failed read of the due index is tried again 100 ms later, at the same
 // millisecond: the fired entries wait in a retry list, and a timer of the
 // fire path's own (kFireRetryTag) brings them back. (Re-arming the tags at
@@ -89,6 +93,12 @@ class FirePath {
   // nothing is readied before the instant.
   static constexpr size_t kAheadMinJobs = 10'000;
   static constexpr int64_t kAheadLeadMs = 500;
+  // A millisecond with at least this many fired timers is scanned as a
+  // crowd (JobStore::ScanCrowd), at its instant: the store may then delete
+  // its jobs' due entries all at once when the last has gone, rather than
+  // one by one. Making a crowd costs the store a write that waits for the
+  // writes under way: worth it only for many jobs.
+  static constexpr size_t kCrowdMinJobs = 10'000;
   // The Scheduler::Ahead that takes crowds as above.
   static timer::Scheduler::Ahead SchedulerAhead(
       int64_t lead_ms = kAheadLeadMs, size_t min_jobs = kAheadMinJobs);

@@ -42,6 +42,9 @@ class InstrumentedStore final : public storage::JobStore {
                                    DueVisitor visitor) const override {
     return store_->ScanFireMillisecond(ms, visitor);
   }
+  absl::Status ScanCrowd(int64_t ms, DueVisitor visitor) override {
+    return store_->ScanCrowd(ms, visitor);
+  }
   absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                            std::string_view from_id, int64_t to_ms,
                            MarkedDueVisitor visitor) const override {

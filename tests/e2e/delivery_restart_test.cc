@@ -1,7 +1,7 @@
 // End to end: delivery across restarts of the real binary — jobs that were
 // READY before any subscriber existed, and jobs that were in flight, are
 // delivered after a SIGTERM and after a SIGKILL restart, within their
-// max_attempts.
+// max_attempts; a crowd stopped half-way is recovered exactly.
 #include <signal.h>
 
 #include <set>
@@ -97,6 +97,68 @@ TEST_P(DeliveryRestartTest, DeadJobsAreCountedAfter) {
   ASSERT_NO_FATAL_FAILURE(Restart(GetParam()));
   EXPECT_TRUE(Eventually([&] { return client_->StatsOf("dead").dead() == 3; }))
       << client_->StatsOf("dead").DebugString();
+}
+
+// A crowd (FirePath::kCrowdMinJobs or more due at one instant) stopped
+// with part of it acked and part in flight: after the restart its acked
+// jobs are neither counted nor delivered, and the rest are, once each, the
+// ones in flight with their next attempt.
+TEST_P(DeliveryRestartTest, ACrowdStoppedHalfWayIsRecoveredExactly) {
+  constexpr size_t kJobs = 12'000;
+  TestSubscriber& before = Subscribe("crowd", 1000);
+  ASSERT_TRUE(
+      Eventually([&] { return client_->StatsOf("crowd").subscribers() == 1; }));
+  const absl::Time due = absl::Now() + absl::Seconds(2);
+  for (size_t b = 0; b < kJobs / 1000; ++b) {
+    v1::ScheduleBatchRequest batch;
+    for (int i = 0; i < 1000; ++i) {
+      *batch.add_requests() =
+          Request(SpecAt("crowd", absl::StrCat(b, "-", i), due));
+    }
+    ASSERT_RPC_OK(client_->ScheduleBatch(batch));
+  }
+  // Two credits' worth acked, a third in flight.
+  std::set<std::string> acked;
+  for (size_t round = 1; round <= 2; ++round) {
+    ASSERT_TRUE(before.WaitFor(round * 1000, absl::Seconds(60)));
+    std::vector<std::string> tokens;
+    for (const Received& r : before.received()) {
+      if (acked.insert(r.delivery.job().id()).second) {
+        tokens.push_back(r.delivery.ack_token());
+      }
+    }
+    ASSERT_EQ(tokens.size(), 1000u);
+    ASSERT_RPC_OK(delivery_->Ack(tokens));
+  }
+  ASSERT_TRUE(before.WaitFor(3000, absl::Seconds(60)));
+  std::set<std::string> in_flight;
+  for (const Received& r : before.received()) {
+    if (!acked.contains(r.delivery.job().id())) {
+      in_flight.insert(r.delivery.job().id());
+    }
+  }
+  ASSERT_EQ(in_flight.size(), 1000u);
+  ASSERT_NO_FATAL_FAILURE(Restart(GetParam()));
+
+  EXPECT_TRUE(Eventually([&] {
+    const v1::TopicStats stats = client_->StatsOf("crowd");
+    return stats.ready() == kJobs - acked.size() && stats.scheduled() == 0 &&
+           stats.in_flight() == 0;
+  })) << client_->StatsOf("crowd").DebugString();
+  TestSubscriber& after = Subscribe("crowd", 1000, /*auto_ack=*/true);
+  ASSERT_TRUE(after.WaitFor(kJobs - acked.size(), absl::Seconds(60)));
+  EXPECT_TRUE(Eventually([&] {
+    const v1::TopicStats stats = client_->StatsOf("crowd");
+    return stats.ready() == 0 && stats.in_flight() == 0;
+  })) << client_->StatsOf("crowd").DebugString();
+  std::set<std::string> ids;
+  for (const Received& r : after.received()) {
+    const std::string& id = r.delivery.job().id();
+    EXPECT_FALSE(acked.contains(id)) << id;
+    EXPECT_TRUE(ids.insert(id).second) << id << " twice";
+    EXPECT_EQ(r.delivery.attempt(), in_flight.contains(id) ? 2u : 1u) << id;
+  }
+  EXPECT_EQ(ids.size(), kJobs - acked.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Signals, DeliveryRestartTest,
