@@ -46,6 +46,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -222,6 +223,10 @@ class RocksDbJobStore final : public JobStore {
   // the meta still says the old layout and the next Open does it again.
   absl::Status AddPayloadSizes();
   absl::Status VerifyPreviousDue(std::span<const Mutation> mutations) const;
+  // The records of the jobs that the due keys `keys` name, in their order
+  // (MultiGet). DATA_LOSS for a malformed key.
+  absl::StatusOr<std::vector<std::optional<JobRecord>>> RecordsOfDueKeys(
+      const std::vector<std::string>& keys) const;
   // MultiGet's read of a large batch, with `read` (its snapshot): the keys
   // in key order, each reached from the last by a few steps of one
   // iterator, or by a seek. A herd's records lie next to each other, and a

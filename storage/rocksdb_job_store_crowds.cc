@@ -147,15 +147,8 @@ absl::Status RocksDbJobStore::ClearCrowds() {
     std::vector<std::string> keys;  // due keys
     // Deletes the chunk's entries whose job is not due at `ms`.
     auto clear = [&]() -> absl::Status {
-      std::vector<JobKeyView> jobs;
-      jobs.reserve(keys.size());
-      for (const std::string& key : keys) {
-        absl::StatusOr<DueKeyView> due = DecodeDueKey(key);
-        if (!due.ok()) return due.status();
-        jobs.push_back({due->topic, due->id});
-      }
       absl::StatusOr<std::vector<std::optional<JobRecord>>> records =
-          MultiGet(jobs);
+          RecordsOfDueKeys(keys);
       if (!records.ok()) return records.status();
       rocksdb::WriteBatch batch;
       for (size_t i = 0; i < keys.size(); ++i) {

@@ -140,6 +140,18 @@ auto IgnoringMarks(JobStore::DueVisitor visitor) {
 
 }  // namespace
 
+absl::StatusOr<std::vector<std::optional<JobRecord>>>
+RocksDbJobStore::RecordsOfDueKeys(const std::vector<std::string>& keys) const {
+  std::vector<JobKeyView> jobs;
+  jobs.reserve(keys.size());
+  for (const std::string& key : keys) {
+    absl::StatusOr<DueKeyView> due = DecodeDueKey(key);
+    if (!due.ok()) return due.status();
+    jobs.push_back({due->topic, due->id});
+  }
+  return MultiGet(jobs);
+}
+
 absl::Status RocksDbJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
                                       DueVisitor visitor) const {
   return ScanIndex(due_cf_, DueScanReadOptions(), from_ms, to_ms,
