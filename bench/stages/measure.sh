@@ -77,7 +77,7 @@ print(", ".join("%s %s" % (k, b[k]) for k in [
   join "$d/cpu0" "$d/cpu1" |
     awk '$3 > $2 { printf "%-18s %6.2f\n", $1, ($3 - $2) / 100 }'
   echo "-- delivery stages, CPU s"
-  grep '^stage-cpu' "$d/delayd.log" | sed 's/^stage-cpu //'
+  { grep '^stage-cpu' "$d/delayd.log" || true; } | sed 's/^stage-cpu //'
   rm -rf "$d"
 }
 
