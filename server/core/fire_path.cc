@@ -199,8 +199,10 @@ void FirePath::FireMillisecond(int64_t ms,
     const absl::flat_hash_set<uint64_t> mine(hashes.begin(), hashes.end());
     KeyLocks::Guard guard(*d_.locks, hashes);
     stages.Mark(stage_cpu::Stage::kFireLock);
-    // Read under the locks, the chunk's range of the due index says exactly
-    // which of its jobs are still due then (not canceled, not moved).
+    // Read under the locks, the chunk's range of the due index says which
+    // of its jobs are still due then (not canceled, not moved); in a
+    // crowd's millisecond some entries may be stale, and the ledger tells
+    // those by their timers (DueBatch).
     std::vector<JobKey> due;
     std::vector<JobKey> parents;  // recurring jobs (marked entries)
     const JobKey& last = chunk.back();

@@ -29,9 +29,15 @@
 // job canceled or moved during the lead is not found by the re-read under
 // its lock, as with any change between a timer firing and the lock.
 // A crowd is scanned with JobStore::ScanCrowd (kCrowdMinJobs), which may
-// leave stale entries in the due index at its millisecond: the fire path
-// passes over them, as it does over the entries of jobs whose timers did
-// not fire, since only fired tags are looked for.
+// leave stale entries in the due index at its millisecond: the entry of a
+// job canceled, moved or deleted there since the crowd was scanned. The
+// fire path passes over most of them, as it does over the entries of jobs
+// whose timers did not fire, since only fired tags are looked for. A stale
+// entry whose tag did fire (its job changed after its timer fired, before
+// its chunk was read) is told by the job's timer: the ledger readies only
+// a job whose timer has fired and was neither disarmed nor armed again
+// since (JobTimers::FiredBatch). That holds for any later read of the
+// millisecond too (a retry, or a timer armed there since).
 // A failed read of the due index is tried again 100 ms later, at the same
 // millisecond: the fired entries wait in a retry list, and a timer of the
 // fire path's own (kFireRetryTag) brings them back. (Re-arming the tags at

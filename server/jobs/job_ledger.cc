@@ -1,5 +1,6 @@
 #include "server/jobs/job_ledger.h"
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -179,8 +180,15 @@ int64_t JobLedger::DueBatch(absl::string_view topic,
   for (absl::string_view id : ids) {
     fired.push_back({0, KeyHash(topic, id), KeyCheck(topic, id)});
   }
-  timers_->FiredBatch(fired);
-  return topics_->PushReadyBatch(topic, ids);
+  const std::vector<bool> due = timers_->FiredBatch(fired);
+  if (std::find(due.begin(), due.end(), false) == due.end()) {
+    return topics_->PushReadyBatch(topic, ids);
+  }
+  std::vector<absl::string_view> ready;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (due[i]) ready.push_back(ids[i]);
+  }
+  return topics_->PushReadyBatch(topic, ready);
 }
 
 void JobLedger::CountFired(absl::string_view topic, int64_t n) {

@@ -92,9 +92,11 @@ class JobLedger {
   // were queued as READY. REQUIRES: no two changes name the same job.
   int64_t ApplyBatch(std::span<const Change> changes);
 
-  // The job's due timer fired and the due index confirms it is due: it
-  // leaves the timers and joins the ready queue. Returns false when it was
-  // queued already. Count the topic's fired jobs with CountFired.
+  // The job's due timer fired and its entry is in the due index at that
+  // millisecond: unless its timer was disarmed or armed again since
+  // (JobTimers::FiredBatch), it leaves the timers and joins the ready
+  // queue. Returns false when it did not, or was queued already. Count the
+  // topic's fired jobs with CountFired.
   bool Due(absl::string_view topic, absl::string_view id);
   // Due of each of a topic's ids, with one lock of the timers and one of
   // the topic table. Returns how many were queued.

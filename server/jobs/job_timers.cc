@@ -54,7 +54,15 @@ void JobTimers::DisarmBatch(std::span<const Entry> entries) {
   }
 }
 
-void JobTimers::FiredBatch(std::span<const Entry> entries) {
+std::vector<bool> JobTimers::FiredBatch(std::span<const Entry> entries) {
+  std::vector<bool> due(entries.size(), false);
+  // The entries with a slot of their own, its place and its timer.
+  std::vector<size_t> tracked;
+  std::vector<decltype(slots_)::iterator> places;
+  std::vector<timer::TimerHandle> handles;
+  tracked.reserve(entries.size());
+  places.reserve(entries.size());
+  handles.reserve(entries.size());
   absl::MutexLock lock(&mu_);
   // Each lookup is a cache miss in a large table: prefetch ahead, as
   // ArmBatch does.
@@ -62,10 +70,24 @@ void JobTimers::FiredBatch(std::span<const Entry> entries) {
   for (size_t i = 0; i < entries.size(); ++i) {
     if (i + kAhead < entries.size()) slots_.prefetch(entries[i + kAhead].hash);
     auto it = slots_.find(entries[i].hash);
-    if (it != slots_.end() && it->second.check == entries[i].check) {
-      slots_.erase(it);
+    if (it == slots_.end()) {
+      due[i] = shared_.contains(entries[i].hash);
+    } else if (it->second.check != entries[i].check) {
+      due[i] = true;
+    } else {
+      tracked.push_back(i);
+      places.push_back(it);
+      handles.push_back(timer::TimerHandle::FromRaw(it->second.handle));
     }
   }
+  const std::vector<bool> pending = scheduler_->Pending(handles);
+  // (Erasing from the table moves nothing else: the other places hold.)
+  for (size_t k = 0; k < tracked.size(); ++k) {
+    if (pending[k]) continue;
+    due[tracked[k]] = true;
+    slots_.erase(places[k]);
+  }
+  return due;
 }
 
 void JobTimers::ArmBatch(std::span<const Entry> entries) {

@@ -4,9 +4,13 @@
 // holds no strings (about 28 bytes per job).
 //
 // Timers are hints, verified when they fire: a fired tag is matched against
-// the store's due index at that millisecond, which holds exactly the live
-// jobs. So a timer may fire for nothing (harmless), but every live job must
-// have a timer at or before its due time. When two live keys share a
+// the store's due index at that millisecond, then against the key's timer
+// here (FiredBatch): the job is due when its entry is there and its tracked
+// timer has fired and was neither disarmed nor armed again since. (The
+// index alone is not enough: a crowd's millisecond keeps the entries of
+// jobs removed from it until the last is gone, JobStore::ScanCrowd.) So a
+// timer may fire for nothing (harmless), but every live job must have a
+// timer at or before its due time. When two live keys share a
 // KeyHash, the second one's timers are untracked (never moved or canceled,
 // only verified on firing) — correct, merely lazier.
 //
@@ -57,10 +61,15 @@ class JobTimers {
   void Disarm(uint64_t hash, uint32_t check);
   // Disarm of each entry, under one lock. Entry::due_ms is not read.
   void DisarmBatch(std::span<const Entry> entries);
-  // The keys' timers have fired (their jobs are due): forget the handles,
-  // under one lock (a herd's chunk). Each key's lock is held.
-  // Entry::due_ms is not read.
-  void FiredBatch(std::span<const Entry> entries);
+  // The keys' timers have fired and their due entries were found at the
+  // fired millisecond: says of each whether its job is due, and forgets the
+  // handles of those that are. Not due: a key with no timer here (disarmed
+  // since it fired: canceled, deleted, queued ready at once, moved beyond
+  // the horizon), or whose timer is pending (armed again since; its own
+  // firing readies the job). An untracked key (its hash held by another
+  // key) is due: its entry is all there is to go by. Under one lock (a
+  // herd's chunk). Each key's lock is held. Entry::due_ms is not read.
+  std::vector<bool> FiredBatch(std::span<const Entry> entries);
   // Bulk Arm for recovery (no key has a timer yet).
   void ArmBatch(std::span<const Entry> entries);
 

@@ -136,6 +136,16 @@ bool Scheduler::Reschedule(TimerHandle handle, int64_t due_ms) {
   return true;
 }
 
+std::vector<bool> Scheduler::Pending(
+    std::span<const TimerHandle> handles) const {
+  std::vector<bool> pending(handles.size());
+  internal::MutexLock lock(&mu_);
+  for (size_t i = 0; i < handles.size(); ++i) {
+    pending[i] = wheel_.Pending(handles[i]);
+  }
+  return pending;
+}
+
 size_t Scheduler::size() const {
   internal::MutexLock lock(&mu_);
   return wheel_.size();

@@ -125,6 +125,10 @@ class Scheduler {
   // pending (fired or canceled).
   bool Reschedule(TimerHandle handle, int64_t due_ms);
 
+  // Whether each handle's timer is still pending (neither fired nor
+  // canceled), under one lock.
+  std::vector<bool> Pending(std::span<const TimerHandle> handles) const;
+
   // Entries pending in the wheel.
   size_t size() const;
   Stats stats() const;

@@ -187,6 +187,12 @@ class TimingWheel {
   // nothing, if the handle is stale or invalid.
   bool Reschedule(TimerHandle handle, int64_t new_due_ms);
 
+  // True while the handle's timer is in the wheel: neither fired nor
+  // canceled.
+  bool Pending(TimerHandle handle) const {
+    return pool_.IsLive(handle.index(), handle.generation());
+  }
+
   // Returns the entries due by `now_ms` (see the contract above) and makes
   // `now_ms` the current time if it is later than the current one.
   std::vector<TimerEntry> Advance(int64_t now_ms);

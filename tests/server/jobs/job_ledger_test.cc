@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "server/jobs/job_key.h"
 #include "server/timer/fake_clock.h"
+#include "tests/support/poll.h"
 
 namespace delayd::server {
 namespace {
@@ -21,6 +22,7 @@ constexpr int64_t kT0 = 1'700'000'000'000;
 constexpr char kTopic[] = "orders";
 constexpr char kId[] = "o-1";
 
+using ::delayd::testing::PollUntil;
 using Cause = JobLedger::Cause;
 using ::testing::ElementsAre;
 
@@ -30,7 +32,18 @@ class JobLedgerTest : public ::testing::Test {
       : scheduler_(&clock_, [](std::vector<timer::TimerEntry>) {}),
         timers_(&scheduler_),
         terminal_(&topics_),
-        ledger_(&topics_, &terminal_, &timers_, &due_, &metrics_) {}
+        ledger_(&topics_, &terminal_, &timers_, &due_, &metrics_) {
+    scheduler_.Start();
+  }
+  ~JobLedgerTest() override { scheduler_.Stop(); }
+
+  // Waits until the scheduler has fired every timer due by the clock's now,
+  // as before the fire path calls Due.
+  void FireDue() {
+    const int64_t now = clock_.NowMs();
+    ASSERT_TRUE(PollUntil([&] { return scheduler_.SleepsPastForTesting(now); },
+                          absl::Seconds(10), absl::Milliseconds(1)));
+  }
 
   // One change of the job kId of kTopic.
   bool Apply(v1::JobState before, v1::JobState after,
@@ -101,8 +114,9 @@ TEST_F(JobLedgerTest, AScheduledJobIsLiveWithATimer) {
 
 TEST_F(JobLedgerTest, ADueJobThatIsCanceledLeavesTheReadyQueue) {
   Apply(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_SCHEDULED, kT0);
+  FireDue();
   EXPECT_TRUE(ledger_.Due(kTopic, kId));
-  EXPECT_FALSE(ledger_.Due(kTopic, kId));  // queued already
+  EXPECT_FALSE(ledger_.Due(kTopic, kId));  // its timer is gone now
   EXPECT_EQ(timers_.tracked(), 0u);        // its timer fired
   EXPECT_EQ(Counts().ready, 1);
   Apply(v1::JOB_STATE_SCHEDULED, v1::JOB_STATE_CANCELED, std::nullopt,
@@ -126,6 +140,7 @@ TEST_F(JobLedgerTest, DueBatchQueuesEachJobOnceInOrder) {
     ledger_.Apply(c);
   }
   ASSERT_EQ(timers_.tracked(), 3u);
+  FireDue();
   EXPECT_TRUE(ledger_.Due(kTopic, "a"));
   EXPECT_EQ(timers_.tracked(), 2u);
   const std::vector<absl::string_view> views(ids.begin(), ids.end());
@@ -137,32 +152,70 @@ TEST_F(JobLedgerTest, DueBatchQueuesEachJobOnceInOrder) {
 
 TEST_F(JobLedgerTest, TakingAJobForDeliveryChangesNothingHere) {
   Apply(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_SCHEDULED, kT0);
-  ledger_.Due(kTopic, kId);
+  FireDue();
+  ASSERT_TRUE(ledger_.Due(kTopic, kId));
   ASSERT_EQ(topics_.PopReady(kTopic, 1).size(), 1u);  // as Dispatch does
   const TopicTable::Counts before = Counts();
-  // (The scheduler is not started: the timer that "fired" is still in it.)
-  const size_t timers = scheduler_.size();
   EXPECT_FALSE(Apply(v1::JOB_STATE_SCHEDULED, v1::JOB_STATE_IN_FLIGHT, kT0));
   EXPECT_EQ(Counts().live, before.live);
   EXPECT_EQ(Counts().ready, before.ready);
   EXPECT_EQ(timers_.tracked(), 0u);  // no timer while in flight
-  EXPECT_EQ(scheduler_.size(), timers);
+  EXPECT_EQ(scheduler_.size(), 0u);
+}
+
+// A timer fired, and its job's entry is still where it fired (a crowd's
+// millisecond keeps the entries removed from it), but the job was changed
+// before the fire path read it: canceled, or moved (its timer armed again),
+// it is not due by that timer. The moved one is, once its new timer fires.
+TEST_F(JobLedgerTest, AJobChangedAfterItsTimerFiredIsNotDueByIt) {
+  for (const char* id : {"canceled", "moved", "kept"}) {
+    JobLedger::Change c;
+    c.topic = kTopic;
+    c.id = id;
+    c.after = v1::JOB_STATE_SCHEDULED;
+    c.due_ms = kT0;
+    ledger_.Apply(c);
+  }
+  FireDue();
+  const auto change = [&](const char* id, v1::JobState after,
+                          std::optional<int64_t> due_ms) {
+    JobLedger::Change c;
+    c.topic = kTopic;
+    c.id = id;
+    c.before = v1::JOB_STATE_SCHEDULED;
+    c.after = after;
+    c.previous_due_ms = kT0;
+    c.due_ms = due_ms;
+    ledger_.Apply(c);
+  };
+  change("canceled", v1::JOB_STATE_CANCELED, std::nullopt);
+  change("moved", v1::JOB_STATE_SCHEDULED, kT0 + 5000);
+  const std::vector<absl::string_view> ids = {"canceled", "kept", "moved"};
+  EXPECT_EQ(ledger_.DueBatch(kTopic, ids), 1);
+  EXPECT_THAT(topics_.PopReady(kTopic, 10), ElementsAre("kept"));
+  EXPECT_EQ(timers_.tracked(), 1u);  // "moved"'s new timer, pending
+  EXPECT_EQ(scheduler_.size(), 1u);
+  clock_.SetMs(kT0 + 5000);
+  FireDue();
+  EXPECT_TRUE(ledger_.Due(kTopic, "moved"));
+  EXPECT_EQ(timers_.tracked(), 0u);
 }
 
 TEST_F(JobLedgerTest, ARetryDueNowIsQueuedAtOnceALaterOneGetsATimer) {
   Apply(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_SCHEDULED, kT0);
-  ledger_.Due(kTopic, kId);  // its timer fired (the scheduler keeps it)
+  FireDue();
+  ASSERT_TRUE(ledger_.Due(kTopic, kId));
   topics_.PopReady(kTopic, 1);
   EXPECT_TRUE(Apply(v1::JOB_STATE_IN_FLIGHT, v1::JOB_STATE_SCHEDULED, kT0,
                     Cause::kOther, /*ready_now=*/true));
   EXPECT_EQ(Counts().ready, 1);
   EXPECT_EQ(timers_.tracked(), 0u);  // queued, no timer
-  EXPECT_EQ(scheduler_.size(), 1u);
+  EXPECT_EQ(scheduler_.size(), 0u);
   topics_.PopReady(kTopic, 1);
   EXPECT_FALSE(Apply(v1::JOB_STATE_IN_FLIGHT, v1::JOB_STATE_SCHEDULED,
                      kT0 + 2000, Cause::kNacked));
   EXPECT_EQ(timers_.tracked(), 1u);
-  EXPECT_EQ(scheduler_.size(), 2u);
+  EXPECT_EQ(scheduler_.size(), 1u);
   EXPECT_EQ(Counts().live, 1);
   EXPECT_EQ(Count(&DeliveryMetrics::Topic::nacked), 1);
 }
@@ -259,7 +312,18 @@ struct Books {
       : scheduler(&clock, [](std::vector<timer::TimerEntry>) {}),
         timers(&scheduler),
         terminal(&topics),
-        ledger(&topics, &terminal, &timers, &due, &metrics) {}
+        ledger(&topics, &terminal, &timers, &due, &metrics) {
+    scheduler.Start();
+  }
+  ~Books() { scheduler.Stop(); }
+  // Moves the clock to `now_ms` and waits until every timer due by then
+  // has fired.
+  void FireAt(int64_t now_ms) {
+    clock.SetMs(now_ms);
+    ASSERT_TRUE(
+        PollUntil([&] { return scheduler.SleepsPastForTesting(now_ms); },
+                  absl::Seconds(10), absl::Milliseconds(1)));
+  }
   timer::FakeClock clock{kT0};
   timer::Scheduler scheduler;
   TopicTable topics;
@@ -286,8 +350,8 @@ void ExpectSameBooks(Books& a, Books& b, const std::vector<std::string>& topics,
     EXPECT_EQ(x.dead, y.dead) << topic;
     EXPECT_EQ(x.done, y.done) << topic;
     EXPECT_EQ(x.canceled, y.canceled) << topic;
-    EXPECT_EQ(a.due.Histogram(topic, s0 - 1, 1, 12),
-              b.due.Histogram(topic, s0 - 1, 1, 12))
+    EXPECT_EQ(a.due.Histogram(topic, s0 - 1, 1, 64),
+              b.due.Histogram(topic, s0 - 1, 1, 64))
         << topic;
     for (auto counter :
          {&DeliveryMetrics::Topic::scheduled, &DeliveryMetrics::Topic::canceled,
@@ -331,6 +395,10 @@ TEST(JobLedgerBatchTest, ApplyBatchLeavesTheBooksAsApplyOfEachChange) {
     return std::uniform_int_distribution<int>(0, n - 1)(rng);
   };
   for (int round = 0; round < 400; ++round) {
+    // Time moves 100 ms a round: the timers due by then fire.
+    const int64_t now = kT0 + 100 * round;
+    one.FireAt(now);
+    batched.FireAt(now);
     std::vector<size_t> chosen(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) chosen[i] = i;
     std::shuffle(chosen.begin(), chosen.end(), rng);
@@ -346,7 +414,7 @@ TEST(JobLedgerBatchTest, ApplyBatchLeavesTheBooksAsApplyOfEachChange) {
       c.before = job.state;
       c.previous_due_ms = job.due;
       c.payload_bytes_before = job.payload;
-      const int64_t later = kT0 + 100 * pick(90);
+      const int64_t later = now + 100 * pick(90);
       const int64_t payload = pick(200);
       switch (job.state) {
         case v1::JOB_STATE_UNSPECIFIED:
@@ -377,7 +445,7 @@ TEST(JobLedgerBatchTest, ApplyBatchLeavesTheBooksAsApplyOfEachChange) {
             default:  // replaced, due now
               c.cause = JobLedger::Cause::kScheduled;
               c.after = v1::JOB_STATE_SCHEDULED;
-              c.due_ms = kT0;
+              c.due_ms = now;
               c.ready_now = true;
               c.payload_bytes_after = payload;
           }
@@ -397,7 +465,7 @@ TEST(JobLedgerBatchTest, ApplyBatchLeavesTheBooksAsApplyOfEachChange) {
               c.cause = JobLedger::Cause::kNacked;
               c.after = v1::JOB_STATE_SCHEDULED;
               c.ready_now = pick(2) == 0;
-              c.due_ms = c.ready_now ? kT0 : later;
+              c.due_ms = c.ready_now ? now : later;
               c.payload_bytes_after = job.payload;
               break;
             case 3:
@@ -432,7 +500,11 @@ TEST(JobLedgerBatchTest, ApplyBatchLeavesTheBooksAsApplyOfEachChange) {
       queued_one += one.ledger.Apply(c) ? 1 : 0;
     }
     EXPECT_EQ(batched.ledger.ApplyBatch(changes), queued_one);
-    // Some scheduled jobs fall due, and some ready ones are taken.
+    // Those armed at `now` have fired (and those due later have not), in
+    // both. Then some scheduled jobs fall due, and some ready ones are
+    // taken.
+    one.FireAt(now);
+    batched.FireAt(now);
     for (const std::string& topic : topics) {
       std::vector<absl::string_view> due;
       for (const Job& job : jobs) {

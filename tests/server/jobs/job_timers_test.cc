@@ -92,5 +92,38 @@ TEST_F(TimerIndexTest, AKeyWhoseTrackedTimerFiredForNothingGetsANewOne) {
   EXPECT_EQ(FiredCount(), 2u);
 }
 
+// FiredBatch, after the timers of a millisecond fired: a key whose timer
+// was disarmed since, or armed again (pending), is not due by it; an
+// untracked key (another key holds its hash) is, as is a tracked one whose
+// timer fired and stayed.
+TEST_F(TimerIndexTest, FiredBatchTellsTheTimersThatStillStand) {
+  constexpr uint32_t kOther = kCheck + 1;  // a second key of kHash
+  const JobTimers::Entry kept{0, kHash, kCheck};
+  const JobTimers::Entry shared{0, kHash, kOther};
+  const JobTimers::Entry disarmed{0, 1, 1};
+  const JobTimers::Entry moved{0, 2, 2};
+  for (const JobTimers::Entry& e : {kept, shared, disarmed, moved}) {
+    index_.Arm(e.hash, e.check, kT0 + 10);
+  }
+  EXPECT_EQ(index_.tracked(), 3u);  // kHash's second key is untracked
+  ASSERT_TRUE(clock_.AwaitWaiter(kT0 + 10, kPatience));
+  clock_.SetMs(kT0 + 10);
+  ASSERT_TRUE(clock_.AwaitWaiter(timer::Clock::kNoDeadline, kPatience));
+  ASSERT_EQ(FiredCount(), 4u);
+  index_.Disarm(disarmed.hash, disarmed.check);
+  index_.Arm(moved.hash, moved.check, kT0 + 500);
+  EXPECT_EQ(index_.FiredBatch({{kept, shared, disarmed, moved}}),
+            (std::vector<bool>{true, true, false, false}));
+  EXPECT_EQ(index_.tracked(), 1u);  // the moved key's new timer
+  // Its new timer fires: now it is due by it.
+  clock_.SetMs(kT0 + 500);
+  ASSERT_TRUE(clock_.AwaitWaiter(timer::Clock::kNoDeadline, kPatience));
+  EXPECT_EQ(index_.FiredBatch({{moved, disarmed}}),
+            (std::vector<bool>{true, false}));
+  EXPECT_EQ(index_.tracked(), 0u);
+  // kHash's tracked key is gone: its untracked second key is still due.
+  EXPECT_EQ(index_.FiredBatch({{shared}}), (std::vector<bool>{true}));
+}
+
 }  // namespace
 }  // namespace delayd::server
