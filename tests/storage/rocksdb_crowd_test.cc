@@ -1,7 +1,9 @@
 // RocksDbJobStore's crowds (ScanCrowd): the due entries that writes remove
 // from a crowd's millisecond stay until one range deletion takes them all,
 // with the last; an entry added there meanwhile outlives it; writes made
-// while the crowd is scanned are counted; Open clears what a crash left.
+// while the crowd is scanned are counted; Open clears what a crash left;
+// a note or a release that cannot be written (FaultInjectingFileSystem)
+// leaves nothing that Open does not clear.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -13,6 +15,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
+#include "storage/fault_injecting_file_system.h"
 #include "storage/rocksdb_job_store.h"
 #include "tests/storage/store_test_util.h"
 #include "tests/support/status_matchers.h"
@@ -223,6 +228,77 @@ TEST(RocksDbCrowdTest, OpenClearsTheStaleEntriesACrowdLeft) {
   std::string value;
   EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), EncodeCrowdKey(kMs), &value)
                   .IsNotFound());
+}
+
+std::unique_ptr<RocksDbJobStore> MustOpenWithEnv(const std::string& path,
+                                                 rocksdb::Env* env) {
+  RocksDbJobStore::Options options;
+  options.env = env;
+  absl::StatusOr<std::unique_ptr<RocksDbJobStore>> store =
+      RocksDbJobStore::Open(path, options);
+  EXPECT_OK(store.status());
+  return store.ok() ? *std::move(store) : nullptr;
+}
+
+// The crowd's note cannot be written (a WAL I/O error): no crowd is made,
+// the millisecond is scanned as any other, and after a reopen a removal
+// deletes its entry at once.
+TEST(RocksDbCrowdFaultTest, ANoteThatCannotBeWrittenMakesNoCrowd) {
+  TempDir dir;
+  auto fs = std::make_shared<FaultInjectingFileSystem>(
+      rocksdb::FileSystem::Default());
+  const std::unique_ptr<rocksdb::Env> env = NewFaultInjectingEnv(fs);
+  auto store = MustOpenWithEnv(dir.path(), env.get());
+  ASSERT_NE(store, nullptr);
+  Add(*store, "a", kMs);
+  Add(*store, "b", kMs);
+  fs->Arm(WalFault::kIoError);
+  EXPECT_THAT(ScanCrowd(*store, kMs), ElementsAre("a", "b"));
+  EXPECT_GE(fs->faults_injected(), 1);
+  EXPECT_EQ(store->crowds(), 0u);
+  // The failed write is sticky, as any other.
+  const Mutation remove = Mutation::Delete("t", "a", kMs);
+  EXPECT_FALSE(store->Apply({&remove, 1}, Durability::kNoSync).ok());
+  store.reset();
+  fs->Disarm();
+  store = MustOpen(dir.path());
+  ASSERT_NE(store, nullptr);
+  EXPECT_THAT(DueAt(*store, kMs), ElementsAre("a", "b"));
+  Remove(*store, "a", kMs);
+  EXPECT_THAT(DueAt(*store, kMs), ElementsAre("b"));
+}
+
+// The last removal is written, but the crowd's release (its range deletion
+// and the note's delete) is not: the stale entries stay while the store is
+// open, and the next Open clears them.
+TEST(RocksDbCrowdFaultTest, AReleaseThatCannotBeWrittenIsLeftToTheNextOpen) {
+  TempDir dir;
+  auto fs = std::make_shared<FaultInjectingFileSystem>(
+      rocksdb::FileSystem::Default());
+  const std::unique_ptr<rocksdb::Env> env = NewFaultInjectingEnv(fs);
+  auto store = MustOpenWithEnv(dir.path(), env.get());
+  ASSERT_NE(store, nullptr);
+  Add(*store, "a", kMs);
+  Add(*store, "b", kMs);
+  Add(*store, "later", kMs + 1);
+  EXPECT_THAT(ScanCrowd(*store, kMs), ElementsAre("a", "b"));
+  Remove(*store, "a", kMs);
+  // The next write (b's removal) reaches the WAL; the one after it, the
+  // release, fails.
+  fs->Arm(WalFault::kIoError, /*appends_to_skip=*/1);
+  Remove(*store, "b", kMs);
+  EXPECT_GE(fs->faults_injected(), 1);
+  EXPECT_EQ(store->crowds(), 1u);
+  EXPECT_THAT(DueAt(*store, kMs), ElementsAre("a", "b"));
+  store.reset();
+  fs->Disarm();
+  store = MustOpen(dir.path());
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->crowds(), 0u);
+  EXPECT_THAT(DueAt(*store, kMs), IsEmpty());
+  EXPECT_THAT(DueAt(*store, kMs + 1), ElementsAre("later"));
+  ASSERT_OK_AND_ASSIGN(std::optional<JobRecord> b, store->Get("t", "b"));
+  EXPECT_FALSE(b.has_value());
 }
 
 }  // namespace
