@@ -230,74 +230,78 @@ TEST(RocksDbCrowdTest, OpenClearsTheStaleEntriesACrowdLeft) {
                   .IsNotFound());
 }
 
-std::unique_ptr<RocksDbJobStore> MustOpenWithEnv(const std::string& path,
-                                                 rocksdb::Env* env) {
-  RocksDbJobStore::Options options;
-  options.env = env;
-  absl::StatusOr<std::unique_ptr<RocksDbJobStore>> store =
-      RocksDbJobStore::Open(path, options);
-  EXPECT_OK(store.status());
-  return store.ok() ? *std::move(store) : nullptr;
-}
+// A store opened over a FaultInjectingFileSystem, with jobs a and b due at
+// kMs.
+class RocksDbCrowdFaultTest : public ::testing::Test {
+ protected:
+  RocksDbCrowdFaultTest()
+      : fs_(std::make_shared<FaultInjectingFileSystem>(
+            rocksdb::FileSystem::Default())),
+        env_(NewFaultInjectingEnv(fs_)) {
+    RocksDbJobStore::Options options;
+    options.env = env_.get();
+    absl::StatusOr<std::unique_ptr<RocksDbJobStore>> store =
+        RocksDbJobStore::Open(dir_.path(), options);
+    EXPECT_OK(store.status());
+    if (!store.ok()) return;
+    store_ = *std::move(store);
+    Add(*store_, "a", kMs);
+    Add(*store_, "b", kMs);
+  }
+
+  // Closes the store, and opens it again without faults.
+  void Reopen() {
+    store_.reset();
+    fs_->Disarm();
+    store_ = MustOpen(dir_.path());
+  }
+
+  TempDir dir_;
+  std::shared_ptr<FaultInjectingFileSystem> fs_;
+  std::unique_ptr<rocksdb::Env> env_;
+  std::unique_ptr<RocksDbJobStore> store_;
+};
 
 // The crowd's note cannot be written (a WAL I/O error): no crowd is made,
 // the millisecond is scanned as any other, and after a reopen a removal
 // deletes its entry at once.
-TEST(RocksDbCrowdFaultTest, ANoteThatCannotBeWrittenMakesNoCrowd) {
-  TempDir dir;
-  auto fs = std::make_shared<FaultInjectingFileSystem>(
-      rocksdb::FileSystem::Default());
-  const std::unique_ptr<rocksdb::Env> env = NewFaultInjectingEnv(fs);
-  auto store = MustOpenWithEnv(dir.path(), env.get());
-  ASSERT_NE(store, nullptr);
-  Add(*store, "a", kMs);
-  Add(*store, "b", kMs);
-  fs->Arm(WalFault::kIoError);
-  EXPECT_THAT(ScanCrowd(*store, kMs), ElementsAre("a", "b"));
-  EXPECT_GE(fs->faults_injected(), 1);
-  EXPECT_EQ(store->crowds(), 0u);
+TEST_F(RocksDbCrowdFaultTest, ANoteThatCannotBeWrittenMakesNoCrowd) {
+  ASSERT_NE(store_, nullptr);
+  fs_->Arm(WalFault::kIoError);
+  EXPECT_THAT(ScanCrowd(*store_, kMs), ElementsAre("a", "b"));
+  EXPECT_GE(fs_->faults_injected(), 1);
+  EXPECT_EQ(store_->crowds(), 0u);
   // The failed write is sticky, as any other.
   const Mutation remove = Mutation::Delete("t", "a", kMs);
-  EXPECT_FALSE(store->Apply({&remove, 1}, Durability::kNoSync).ok());
-  store.reset();
-  fs->Disarm();
-  store = MustOpen(dir.path());
-  ASSERT_NE(store, nullptr);
-  EXPECT_THAT(DueAt(*store, kMs), ElementsAre("a", "b"));
-  Remove(*store, "a", kMs);
-  EXPECT_THAT(DueAt(*store, kMs), ElementsAre("b"));
+  EXPECT_FALSE(store_->Apply({&remove, 1}, Durability::kNoSync).ok());
+  Reopen();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_THAT(DueAt(*store_, kMs), ElementsAre("a", "b"));
+  Remove(*store_, "a", kMs);
+  EXPECT_THAT(DueAt(*store_, kMs), ElementsAre("b"));
 }
 
 // The last removal is written, but the crowd's release (its range deletion
 // and the note's delete) is not: the stale entries stay while the store is
 // open, and the next Open clears them.
-TEST(RocksDbCrowdFaultTest, AReleaseThatCannotBeWrittenIsLeftToTheNextOpen) {
-  TempDir dir;
-  auto fs = std::make_shared<FaultInjectingFileSystem>(
-      rocksdb::FileSystem::Default());
-  const std::unique_ptr<rocksdb::Env> env = NewFaultInjectingEnv(fs);
-  auto store = MustOpenWithEnv(dir.path(), env.get());
-  ASSERT_NE(store, nullptr);
-  Add(*store, "a", kMs);
-  Add(*store, "b", kMs);
-  Add(*store, "later", kMs + 1);
-  EXPECT_THAT(ScanCrowd(*store, kMs), ElementsAre("a", "b"));
-  Remove(*store, "a", kMs);
+TEST_F(RocksDbCrowdFaultTest, AReleaseThatCannotBeWrittenIsLeftToTheNextOpen) {
+  ASSERT_NE(store_, nullptr);
+  Add(*store_, "later", kMs + 1);
+  EXPECT_THAT(ScanCrowd(*store_, kMs), ElementsAre("a", "b"));
+  Remove(*store_, "a", kMs);
   // The next write (b's removal) reaches the WAL; the one after it, the
   // release, fails.
-  fs->Arm(WalFault::kIoError, /*appends_to_skip=*/1);
-  Remove(*store, "b", kMs);
-  EXPECT_GE(fs->faults_injected(), 1);
-  EXPECT_EQ(store->crowds(), 1u);
-  EXPECT_THAT(DueAt(*store, kMs), ElementsAre("a", "b"));
-  store.reset();
-  fs->Disarm();
-  store = MustOpen(dir.path());
-  ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->crowds(), 0u);
-  EXPECT_THAT(DueAt(*store, kMs), IsEmpty());
-  EXPECT_THAT(DueAt(*store, kMs + 1), ElementsAre("later"));
-  ASSERT_OK_AND_ASSIGN(std::optional<JobRecord> b, store->Get("t", "b"));
+  fs_->Arm(WalFault::kIoError, /*appends_to_skip=*/1);
+  Remove(*store_, "b", kMs);
+  EXPECT_GE(fs_->faults_injected(), 1);
+  EXPECT_EQ(store_->crowds(), 1u);
+  EXPECT_THAT(DueAt(*store_, kMs), ElementsAre("a", "b"));
+  Reopen();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(store_->crowds(), 0u);
+  EXPECT_THAT(DueAt(*store_, kMs), IsEmpty());
+  EXPECT_THAT(DueAt(*store_, kMs + 1), ElementsAre("later"));
+  ASSERT_OK_AND_ASSIGN(std::optional<JobRecord> b, store_->Get("t", "b"));
   EXPECT_FALSE(b.has_value());
 }
 

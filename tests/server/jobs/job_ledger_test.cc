@@ -59,6 +59,15 @@ class JobLedgerTest : public ::testing::Test {
     c.ready_now = ready_now;
     return ledger_.Apply(c);
   }
+  // Job `id` of kTopic created SCHEDULED, due at kT0.
+  void Create(absl::string_view id) {
+    JobLedger::Change c;
+    c.topic = kTopic;
+    c.id = id;
+    c.after = v1::JOB_STATE_SCHEDULED;
+    c.due_ms = kT0;
+    ledger_.Apply(c);
+  }
   TopicTable::Counts Counts() { return topics_.CountsOf(kTopic); }
   double Count(prometheus::Counter* DeliveryMetrics::Topic::*counter) {
     return (metrics_.For(kTopic).*counter)->Value();
@@ -131,14 +140,7 @@ TEST_F(JobLedgerTest, ADueJobThatIsCanceledLeavesTheReadyQueue) {
 // in order; one queued already is not counted.
 TEST_F(JobLedgerTest, DueBatchQueuesEachJobOnceInOrder) {
   const std::vector<std::string> ids = {"b", "a", "c"};
-  for (const std::string& id : ids) {
-    JobLedger::Change c;
-    c.topic = kTopic;
-    c.id = id;
-    c.after = v1::JOB_STATE_SCHEDULED;
-    c.due_ms = kT0;
-    ledger_.Apply(c);
-  }
+  for (const std::string& id : ids) Create(id);
   ASSERT_EQ(timers_.tracked(), 3u);
   FireDue();
   EXPECT_TRUE(ledger_.Due(kTopic, "a"));
@@ -168,14 +170,7 @@ TEST_F(JobLedgerTest, TakingAJobForDeliveryChangesNothingHere) {
 // before the fire path read it: canceled, or moved (its timer armed again),
 // it is not due by that timer. The moved one is, once its new timer fires.
 TEST_F(JobLedgerTest, AJobChangedAfterItsTimerFiredIsNotDueByIt) {
-  for (const char* id : {"canceled", "moved", "kept"}) {
-    JobLedger::Change c;
-    c.topic = kTopic;
-    c.id = id;
-    c.after = v1::JOB_STATE_SCHEDULED;
-    c.due_ms = kT0;
-    ledger_.Apply(c);
-  }
+  for (const char* id : {"canceled", "moved", "kept"}) Create(id);
   FireDue();
   const auto change = [&](const char* id, v1::JobState after,
                           std::optional<int64_t> due_ms) {
