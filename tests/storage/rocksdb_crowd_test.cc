@@ -26,18 +26,12 @@ namespace delayd::storage {
 namespace {
 
 using ::delayd::storage::testing::MakeRecord;
+using ::delayd::storage::testing::MustOpenRocksDb;
 using ::delayd::storage::testing::TempDir;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 constexpr int64_t kMs = 1'000'000;
-
-std::unique_ptr<RocksDbJobStore> MustOpen(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<RocksDbJobStore>> store =
-      RocksDbJobStore::Open(path, RocksDbJobStore::Options());
-  EXPECT_OK(store.status());
-  return store.ok() ? *std::move(store) : nullptr;
-}
 
 void Write(JobStore& store, const Mutation& m) {
   ASSERT_OK(store.Apply({&m, 1}, Durability::kNoSync));
@@ -76,7 +70,7 @@ std::vector<std::string> ScanCrowd(JobStore& store, int64_t ms) {
 
 TEST(RocksDbCrowdTest, RemovedEntriesStayUntilTheLastGoesThenAllGoAtOnce) {
   TempDir dir;
-  auto store = MustOpen(dir.path());
+  auto store = MustOpenRocksDb(dir.path());
   ASSERT_NE(store, nullptr);
   for (const char* id : {"a", "b", "c"}) Add(*store, id, kMs);
   EXPECT_THAT(ScanCrowd(*store, kMs), ElementsAre("a", "b", "c"));
@@ -99,7 +93,7 @@ TEST(RocksDbCrowdTest, RemovedEntriesStayUntilTheLastGoesThenAllGoAtOnce) {
 
 TEST(RocksDbCrowdTest, AJobMovedOutLeavesAStaleEntryUntilTheCrowdEnds) {
   TempDir dir;
-  auto store = MustOpen(dir.path());
+  auto store = MustOpenRocksDb(dir.path());
   ASSERT_NE(store, nullptr);
   Add(*store, "a", kMs);
   Add(*store, "b", kMs);
@@ -115,7 +109,7 @@ TEST(RocksDbCrowdTest, AJobMovedOutLeavesAStaleEntryUntilTheCrowdEnds) {
 
 TEST(RocksDbCrowdTest, AnEntryAddedIntoTheCrowdOutlivesItsRangeDeletion) {
   TempDir dir;
-  auto store = MustOpen(dir.path());
+  auto store = MustOpenRocksDb(dir.path());
   ASSERT_NE(store, nullptr);
   Add(*store, "a", kMs);
   Add(*store, "b", kMs);
@@ -141,7 +135,7 @@ TEST(RocksDbCrowdTest, AnEntryAddedIntoTheCrowdOutlivesItsRangeDeletion) {
 // scanned, and a job may come in meanwhile: the count holds.
 TEST(RocksDbCrowdTest, WritesMadeWhileTheCrowdIsScannedAreCounted) {
   TempDir dir;
-  auto store = MustOpen(dir.path());
+  auto store = MustOpenRocksDb(dir.path());
   ASSERT_NE(store, nullptr);
   std::vector<Mutation> jobs;
   for (int i = 0; i < 100; ++i) {
@@ -167,7 +161,7 @@ TEST(RocksDbCrowdTest, WritesMadeWhileTheCrowdIsScannedAreCounted) {
 
 TEST(RocksDbCrowdTest, ACrowdWithNothingLeftEndsWithItsScan) {
   TempDir dir;
-  auto store = MustOpen(dir.path());
+  auto store = MustOpenRocksDb(dir.path());
   ASSERT_NE(store, nullptr);
   EXPECT_THAT(ScanCrowd(*store, kMs), IsEmpty());
   EXPECT_EQ(store->crowds(), 0u);
@@ -191,7 +185,7 @@ TEST(RocksDbCrowdTest, ACrowdWithNothingLeftEndsWithItsScan) {
 TEST(RocksDbCrowdTest, OpenClearsTheStaleEntriesACrowdLeft) {
   TempDir dir;
   {
-    auto store = MustOpen(dir.path());
+    auto store = MustOpenRocksDb(dir.path());
     ASSERT_NE(store, nullptr);
     for (const char* id : {"a", "b", "c", "d"}) Add(*store, id, kMs);
     ScanCrowd(*store, kMs);
@@ -204,7 +198,7 @@ TEST(RocksDbCrowdTest, OpenClearsTheStaleEntriesACrowdLeft) {
     EXPECT_THAT(DueAt(*store, kMs), ElementsAre("a", "b", "c", "d"));
     ASSERT_OK(store->Close());
   }
-  auto store = MustOpen(dir.path());
+  auto store = MustOpenRocksDb(dir.path());
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(store->crowds(), 0u);
   std::vector<std::string> marked;
@@ -253,7 +247,7 @@ class RocksDbCrowdFaultTest : public ::testing::Test {
   void Reopen() {
     store_.reset();
     fs_->Disarm();
-    store_ = MustOpen(dir_.path());
+    store_ = MustOpenRocksDb(dir_.path());
   }
 
   TempDir dir_;

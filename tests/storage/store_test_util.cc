@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -55,6 +56,13 @@ absl::Status RawWrite(const std::string& path, const std::string& cf,
 }
 
 }  // namespace
+
+std::unique_ptr<RocksDbJobStore> MustOpenRocksDb(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<RocksDbJobStore>> store =
+      RocksDbJobStore::Open(path, RocksDbJobStore::Options());
+  EXPECT_OK(store.status());
+  return store.ok() ? *std::move(store) : nullptr;
+}
 
 TempDir::TempDir() {
   std::string pattern = ::testing::TempDir() + "delayd_storage_XXXXXX";

@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "storage/job_store.h"
+#include "storage/rocksdb_job_store.h"
 
 namespace delayd::storage::testing {
 
@@ -30,6 +32,10 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The RocksDbJobStore at `path`, opened with the default options; nullptr,
+// and a failure of the current test, when it does not open.
+std::unique_ptr<RocksDbJobStore> MustOpenRocksDb(const std::string& path);
 
 // Puts or deletes (value nullptr) one key of column family `cf` ("default",
 // "jobs", "due" or "expiry") of the closed store at `path`, with a plain

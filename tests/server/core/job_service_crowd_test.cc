@@ -30,17 +30,10 @@ constexpr int64_t kDueMs = kStartMs + 600;
 
 std::string Id(int i) { return absl::StrFormat("j%05d", i); }
 
-std::unique_ptr<storage::RocksDbJobStore> MustOpen(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<storage::RocksDbJobStore>> store =
-      storage::RocksDbJobStore::Open(path, storage::RocksDbJobStore::Options());
-  EXPECT_OK(store.status());
-  return store.ok() ? *std::move(store) : nullptr;
-}
-
 class JobServiceCrowdTest : public ::testing::Test {
  protected:
   JobServiceCrowdTest()
-      : rocks_(MustOpen(dir_.path())),
+      : rocks_(storage::testing::MustOpenRocksDb(dir_.path())),
         store_(*rocks_),
         clock_(kStartMs),
         service_(std::make_unique<JobService>(&store_, &clock_, Limits(),
@@ -52,13 +45,8 @@ class JobServiceCrowdTest : public ::testing::Test {
     absl::StatusOr<v1::Job> job = service_->GetJob(GetReq("crowd", Id(i)));
     return job.ok() ? job->state() : v1::JOB_STATE_UNSPECIFIED;
   }
-  // Moves the clock to `now_ms`, then waits until the timer thread sleeps
-  // until `next_due_ms` and the fire thread has readied what was fired.
   void SettleAt(int64_t now_ms, int64_t next_due_ms) {
-    clock_.SetMs(now_ms);
-    ASSERT_TRUE(clock_.AwaitWaiter(next_due_ms, kWait));
-    ASSERT_TRUE(PollUntil([&] { return service_->FireSettledForTesting(); },
-                          kWait, absl::Milliseconds(1)));
+    SettleServiceAt(clock_, *service_, now_ms, next_due_ms);
   }
 
   storage::testing::TempDir dir_;

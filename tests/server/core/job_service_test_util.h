@@ -124,6 +124,22 @@ std::optional<absl::StatusOr<Response>> RunAsync(Start start) {
   return *result;
 }
 
+// Sets `clock` to `now_ms`, waits until the timer thread sleeps until
+// `next_due_ms` (it has then fired everything due by `now_ms` and nothing
+// later), then until the fire thread has readied what was fired.
+// REQUIRES: the earliest pending timer is due at next_due_ms, in the same
+// second as now_ms (or next_due_ms is Clock::kNoDeadline); `service` runs
+// on `clock`.
+inline void SettleServiceAt(timer::FakeClock& clock, JobService& service,
+                            int64_t now_ms, int64_t next_due_ms) {
+  clock.SetMs(now_ms);
+  ASSERT_TRUE(clock.AwaitWaiter(next_due_ms, kWait))
+      << "timer thread never slept until " << next_due_ms;
+  ASSERT_TRUE(PollUntil([&] { return service.FireSettledForTesting(); }, kWait,
+                        absl::Milliseconds(1)))
+      << "fire thread never settled at " << now_ms;
+}
+
 class JobServiceTest : public ::testing::Test {
  protected:
   JobServiceTest() : store_(memory_), clock_(kStartMs) { Restart(); }
@@ -227,18 +243,9 @@ class JobServiceTest : public ::testing::Test {
                      absl::Milliseconds(1));
   }
 
-  // Sets the clock to `now_ms`, waits until the timer thread sleeps until
-  // `next_due_ms` (it has then fired everything due by `now_ms` and nothing
-  // later), then until the fire thread has readied what was fired.
-  // REQUIRES: the earliest pending timer is due at next_due_ms, in the same
-  // second as now_ms (or next_due_ms is Clock::kNoDeadline).
+  // SettleServiceAt on this fixture's clock and service.
   void SettleAt(int64_t now_ms, int64_t next_due_ms) {
-    clock_.SetMs(now_ms);
-    ASSERT_TRUE(clock_.AwaitWaiter(next_due_ms, kWait))
-        << "timer thread never slept until " << next_due_ms;
-    ASSERT_TRUE(PollUntil([&] { return service_->FireSettledForTesting(); },
-                          kWait, absl::Milliseconds(1)))
-        << "fire thread never settled at " << now_ms;
+    SettleServiceAt(clock_, *service_, now_ms, next_due_ms);
   }
 
   Limits limits_;
