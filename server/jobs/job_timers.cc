@@ -56,12 +56,15 @@ void JobTimers::DisarmBatch(std::span<const Entry> entries) {
 
 std::vector<bool> JobTimers::FiredBatch(std::span<const Entry> entries) {
   std::vector<bool> due(entries.size(), false);
-  // The entries with a slot of their own, its place and its timer.
-  std::vector<size_t> tracked;
-  std::vector<decltype(slots_)::iterator> places;
+  // The entries with a slot of their own: which entry, and its slot. Their
+  // timers go apart, in the same order, as the span Pending reads.
+  struct Tracked {
+    size_t entry;
+    decltype(slots_)::iterator slot;
+  };
+  std::vector<Tracked> tracked;
   std::vector<timer::TimerHandle> handles;
   tracked.reserve(entries.size());
-  places.reserve(entries.size());
   handles.reserve(entries.size());
   absl::MutexLock lock(&mu_);
   // Each lookup is a cache miss in a large table: prefetch ahead, as
@@ -75,17 +78,16 @@ std::vector<bool> JobTimers::FiredBatch(std::span<const Entry> entries) {
     } else if (it->second.check != entries[i].check) {
       due[i] = true;
     } else {
-      tracked.push_back(i);
-      places.push_back(it);
+      tracked.push_back({i, it});
       handles.push_back(timer::TimerHandle::FromRaw(it->second.handle));
     }
   }
   const std::vector<bool> pending = scheduler_->Pending(handles);
-  // (Erasing from the table moves nothing else: the other places hold.)
+  // (Erasing from the table moves nothing else: the other slots hold.)
   for (size_t k = 0; k < tracked.size(); ++k) {
     if (pending[k]) continue;
-    due[tracked[k]] = true;
-    slots_.erase(places[k]);
+    due[tracked[k].entry] = true;
+    slots_.erase(tracked[k].slot);
   }
   return due;
 }
