@@ -17,7 +17,6 @@
 #include "storage/rocksdb_job_store.h"
 #include "tests/server/core/job_service_test_util.h"
 #include "tests/storage/store_test_util.h"
-#include "tests/support/poll.h"
 #include "tests/support/status_matchers.h"
 
 namespace delayd::server::testing {
