@@ -1,5 +1,6 @@
 #include "storage/fault_injecting_file_system.h"
 
+#include <functional>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -64,6 +65,45 @@ class FaultInjectingWalFile : public rocksdb::FSWritableFileOwnerWrapper {
   FaultInjectingFileSystem* const fs_;  // Outlives its files.
 };
 
+// A table file whose reads ask the file system whether to fail.
+class FaultInjectingTableFile : public rocksdb::FSRandomAccessFileOwnerWrapper {
+ public:
+  FaultInjectingTableFile(std::unique_ptr<rocksdb::FSRandomAccessFile> target,
+                          FaultInjectingFileSystem* fs)
+      : FSRandomAccessFileOwnerWrapper(std::move(target)), fs_(fs) {}
+
+  rocksdb::IOStatus Read(uint64_t offset, size_t n,
+                         const rocksdb::IOOptions& options,
+                         rocksdb::Slice* result, char* scratch,
+                         rocksdb::IODebugContext* dbg) const override {
+    if (fs_->OnRead()) return Injected(Action::kFail);
+    return target()->Read(offset, n, options, result, scratch, dbg);
+  }
+  rocksdb::IOStatus MultiRead(rocksdb::FSReadRequest* reqs, size_t num_reqs,
+                              const rocksdb::IOOptions& options,
+                              rocksdb::IODebugContext* dbg) override {
+    if (fs_->OnRead()) {
+      for (size_t i = 0; i < num_reqs; ++i) {
+        reqs[i].status = Injected(Action::kFail);
+      }
+      return Injected(Action::kFail);
+    }
+    return target()->MultiRead(reqs, num_reqs, options, dbg);
+  }
+  rocksdb::IOStatus ReadAsync(
+      rocksdb::FSReadRequest& req, const rocksdb::IOOptions& opts,
+      std::function<void(const rocksdb::FSReadRequest&, void*)> cb,
+      void* cb_arg, void** io_handle, rocksdb::IOHandleDeleter* del_fn,
+      rocksdb::IODebugContext* dbg) override {
+    if (fs_->OnRead()) return Injected(Action::kFail);
+    return target()->ReadAsync(req, opts, std::move(cb), cb_arg, io_handle,
+                               del_fn, dbg);
+  }
+
+ private:
+  FaultInjectingFileSystem* const fs_;  // Outlives its files.
+};
+
 }  // namespace
 
 FaultInjectingFileSystem::FaultInjectingFileSystem(
@@ -83,6 +123,22 @@ void FaultInjectingFileSystem::Disarm() {
   armed_ = false;
   dead_ = false;
   sync_fault_pending_ = false;
+}
+
+void FaultInjectingFileSystem::ArmReads() {
+  absl::MutexLock lock(&mu_);
+  reads_armed_ = true;
+}
+
+void FaultInjectingFileSystem::DisarmReads() {
+  absl::MutexLock lock(&mu_);
+  reads_armed_ = false;
+}
+
+bool FaultInjectingFileSystem::OnRead() {
+  absl::MutexLock lock(&mu_);
+  if (reads_armed_) ++faults_injected_;
+  return reads_armed_;
 }
 
 int FaultInjectingFileSystem::faults_injected() const {
@@ -172,6 +228,19 @@ rocksdb::IOStatus FaultInjectingFileSystem::ReuseWritableFile(
   rocksdb::IOStatus s =
       target()->ReuseWritableFile(fname, old_fname, options, result, dbg);
   if (s.ok()) MaybeWrap(fname, result);
+  return s;
+}
+
+rocksdb::IOStatus FaultInjectingFileSystem::NewRandomAccessFile(
+    const std::string& fname, const rocksdb::FileOptions& options,
+    std::unique_ptr<rocksdb::FSRandomAccessFile>* result,
+    rocksdb::IODebugContext* dbg) {
+  rocksdb::IOStatus s =
+      target()->NewRandomAccessFile(fname, options, result, dbg);
+  if (s.ok() && absl::EndsWith(fname, ".sst") && *result != nullptr) {
+    *result =
+        std::make_unique<FaultInjectingTableFile>(std::move(*result), this);
+  }
   return s;
 }
 

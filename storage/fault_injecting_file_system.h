@@ -7,6 +7,10 @@
 // exactly what reached them before the fault: reopening the database with
 // the plain file system shows what a crash at that moment leaves.
 //
+// Reads of table files (*.sst) can be made to fail too, while ArmReads()
+// holds (a bad sector, a lost network disk): every read of a block not in
+// RocksDB's block cache fails with an I/O error until DisarmReads().
+//
 // Thread-safe. Share it with an Env from NewFaultInjectingEnv and pass that
 // Env in RocksDbJobStore::Options::env. Part of delayd_storage_testing.
 #ifndef DELAYD_STORAGE_FAULT_INJECTING_FILE_SYSTEM_H_
@@ -41,7 +45,12 @@ class FaultInjectingFileSystem : public rocksdb::FileSystemWrapper {
   void Arm(WalFault fault, int appends_to_skip = 0) ABSL_LOCKS_EXCLUDED(mu_);
   // Stops injecting; later WAL writes reach the base file system again.
   void Disarm() ABSL_LOCKS_EXCLUDED(mu_);
-  // Faults injected so far (the first one and every later refused call).
+  // Makes every later read of a table file fail with an I/O error, until
+  // DisarmReads(). Independent of Arm and Disarm.
+  void ArmReads() ABSL_LOCKS_EXCLUDED(mu_);
+  void DisarmReads() ABSL_LOCKS_EXCLUDED(mu_);
+  // Faults injected so far (the first one and every later refused call),
+  // WAL faults and failed reads both.
   int faults_injected() const ABSL_LOCKS_EXCLUDED(mu_);
   // Bytes that reached WAL files through this file system so far, torn
   // halves included. Unlike the files' sizes, it does not change when
@@ -65,12 +74,19 @@ class FaultInjectingFileSystem : public rocksdb::FileSystemWrapper {
       const rocksdb::FileOptions& options,
       std::unique_ptr<rocksdb::FSWritableFile>* result,
       rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus NewRandomAccessFile(
+      const std::string& fname, const rocksdb::FileOptions& options,
+      std::unique_ptr<rocksdb::FSRandomAccessFile>* result,
+      rocksdb::IODebugContext* dbg) override;
 
   // What a WAL file does with its next append or sync. Called by the WAL
   // file wrapper.
   enum class Action { kPass, kFail, kFailNoSpace, kTear };
   Action OnAppend() ABSL_LOCKS_EXCLUDED(mu_);
   Action OnSync() ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether a table file's read fails (counted when it does). Called by the
+  // table file wrapper.
+  bool OnRead() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // Wraps `result` when fname is a WAL file.
@@ -83,6 +99,7 @@ class FaultInjectingFileSystem : public rocksdb::FileSystemWrapper {
   WalFault fault_ ABSL_GUARDED_BY(mu_) = WalFault::kIoError;
   int appends_to_skip_ ABSL_GUARDED_BY(mu_) = 0;
   bool sync_fault_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_armed_ ABSL_GUARDED_BY(mu_) = false;
   int faults_injected_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t wal_bytes_appended_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -93,8 +93,8 @@ absl::Status FaultInjectingJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
   });
 }
 
-absl::Status FaultInjectingJobStore::ScanFireMillisecond(
-    int64_t ms, DueVisitor visitor) const {
+absl::Status FaultInjectingJobStore::ScanFireMillisecond(int64_t ms,
+                                                         DueVisitor visitor) {
   return StalledScan(visitor, [&](DueVisitor v) {
     return target_.ScanFireMillisecond(ms, v);
   });

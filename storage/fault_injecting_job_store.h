@@ -84,8 +84,7 @@ class FaultInjectingJobStore final : public JobStore {
       std::string_view topic, std::string_view id) const override;
   absl::StatusOr<std::vector<std::optional<JobRecord>>> MultiGet(
       std::span<const JobKeyView> keys) const override;
-  absl::Status ScanFireMillisecond(int64_t ms,
-                                   DueVisitor visitor) const override;
+  absl::Status ScanFireMillisecond(int64_t ms, DueVisitor visitor) override;
   absl::Status ScanCrowd(int64_t ms, DueVisitor visitor) override;
   absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                            std::string_view from_id, int64_t to_ms,

@@ -37,8 +37,7 @@ class ForwardingJobStore : public JobStore {
                        DueVisitor visitor) const override {
     return target_.ScanDue(from_ms, to_ms, visitor);
   }
-  absl::Status ScanFireMillisecond(int64_t ms,
-                                   DueVisitor visitor) const override {
+  absl::Status ScanFireMillisecond(int64_t ms, DueVisitor visitor) override {
     return target_.ScanFireMillisecond(ms, visitor);
   }
   absl::Status ScanCrowd(int64_t ms, DueVisitor visitor) override {

@@ -96,7 +96,7 @@ absl::Status InMemoryJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
 }
 
 absl::Status InMemoryJobStore::ScanFireMillisecond(int64_t ms,
-                                                   DueVisitor visitor) const {
+                                                   DueVisitor visitor) {
   return ScanDue(ms, EndOfMs(ms), visitor);
 }
 

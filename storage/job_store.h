@@ -120,9 +120,9 @@ class JobStore {
   // them), so unlike the scans above and below they keep what they read in
   // the block cache.
   //
-  // As ScanDue(ms, ms + 1): the due entries of one millisecond.
-  virtual absl::Status ScanFireMillisecond(int64_t ms,
-                                           DueVisitor visitor) const = 0;
+  // As ScanDue(ms, ms + 1): the due entries of one millisecond. Not const:
+  // RocksDbJobStore may finish a crowd's count here (ScanCrowd).
+  virtual absl::Status ScanFireMillisecond(int64_t ms, DueVisitor visitor) = 0;
   // As ScanFireMillisecond, for a crowd: `ms` holds many jobs (a herd) and
   // the fire path is about to fire them, at or after `ms`. The store may
   // then make `ms` a crowd: until every job due at `ms` has left it, Apply

@@ -210,6 +210,16 @@ absl::Status RocksDbJobStore::Close() {
     result = FromRocksDb(db_->Flush(flush, all),
                          absl::StrCat("storage: flush at close of ", path_));
   }
+  {
+    // The snapshots of crowds whose count failed: the DB does not close
+    // while it has any. The next Open clears those crowds.
+    absl::MutexLock lock(&crowd_mu_);
+    for (auto& [ms, crowd] : crowds_) {
+      if (crowd.snapshot != nullptr) {
+        db_->ReleaseSnapshot(std::exchange(crowd.snapshot, nullptr));
+      }
+    }
+  }
   for (rocksdb::ColumnFamilyHandle* cf : {jobs_cf_, due_cf_, expiry_cf_}) {
     if (cf != nullptr)
       db_->DestroyColumnFamilyHandle(cf).PermitUncheckedError();

@@ -58,6 +58,7 @@ namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
 class Env;
+class Snapshot;
 struct ReadOptions;
 }  // namespace rocksdb
 
@@ -153,13 +154,16 @@ class RocksDbJobStore final : public JobStore {
       std::span<const JobKeyView> keys) const override;
   absl::Status ScanDue(int64_t from_ms, int64_t to_ms,
                        DueVisitor visitor) const override;
-  absl::Status ScanFireMillisecond(int64_t ms,
-                                   DueVisitor visitor) const override;
+  // Also counts the crowd at `ms`, if its count failed (below), first.
+  absl::Status ScanFireMillisecond(int64_t ms, DueVisitor visitor) override;
   // Makes `ms` a crowd (see the top of this file) unless it is one already,
   // and scans it as ScanFireMillisecond does, in the crowd's snapshot.
-  // Scans without making a crowd when writes are refused. A crowd whose
-  // count fails (a read error) is never released while the store is open;
-  // the next Open clears it.
+  // Scans without making a crowd when writes are refused. When the scan
+  // fails (a read error), the crowd is not counted yet and keeps its
+  // snapshot: the next ScanCrowd or ScanFireMillisecond of `ms` counts it
+  // there (the fire path tries the millisecond again), before its own scan.
+  // Until then the crowd cannot be released; a crowd still uncounted at
+  // Close is cleared by the next Open.
   absl::Status ScanCrowd(int64_t ms, DueVisitor visitor) override;
   absl::Status ScanDueFrom(int64_t from_ms, std::string_view from_topic,
                            std::string_view from_id, int64_t to_ms,
@@ -214,6 +218,18 @@ class RocksDbJobStore final : public JobStore {
   // by this caller.
   void ReleaseCrowd(int64_t ms) ABSL_SHARED_LOCKS_REQUIRED(gate_)
       ABSL_LOCKS_EXCLUDED(crowd_mu_);
+  // Counts crowd `ms`'s entries in `snapshot`, the one taken when it was
+  // made, visiting them with `visitor` (when not null), and releases the
+  // snapshot; or, when the read fails, leaves it with the crowd for
+  // CountFailedCrowd. REQUIRES: crowds_[ms] exists, is not counted and has
+  // no snapshot of its own.
+  absl::Status CountCrowd(int64_t ms, const rocksdb::Snapshot* snapshot,
+                          DueVisitor* visitor)
+      ABSL_LOCKS_EXCLUDED(gate_, crowd_mu_);
+  // CountCrowd for the crowd at `ms` whose count failed; OK at once for
+  // any other millisecond.
+  absl::Status CountFailedCrowd(int64_t ms)
+      ABSL_LOCKS_EXCLUDED(gate_, crowd_mu_);
   // Open's clearing of the crowds a crash (or a close) left: deletes the
   // entries of each noted millisecond that no record is due at, then the
   // note.
@@ -271,6 +287,9 @@ class RocksDbJobStore final : public JobStore {
     bool counted = false;
     // Its range deletion is being written.
     bool releasing = false;
+    // Not counted yet, for its scan failed: the snapshot of its making, in
+    // which CountFailedCrowd counts it.
+    const rocksdb::Snapshot* snapshot = nullptr;
   };
   absl::Mutex gate_ ABSL_ACQUIRED_BEFORE(crowd_mu_);
   mutable absl::Mutex crowd_mu_;

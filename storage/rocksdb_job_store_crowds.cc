@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -73,8 +74,14 @@ absl::Status RocksDbJobStore::ScanCrowd(int64_t ms, DueVisitor visitor) {
       }
     }
   }
+  // Already a crowd (its count, if it failed, is made there).
   if (snapshot == nullptr) return ScanFireMillisecond(ms, visitor);
+  return CountCrowd(ms, snapshot, &visitor);
+}
 
+absl::Status RocksDbJobStore::CountCrowd(int64_t ms,
+                                         const rocksdb::Snapshot* snapshot,
+                                         DueVisitor* visitor) {
   // Every entry in the snapshot is counted, also those after the visitor
   // stops.
   const std::string lower = EncodeDueTime(ms);
@@ -87,7 +94,7 @@ absl::Status RocksDbJobStore::ScanCrowd(int64_t ms, DueVisitor visitor) {
   read.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, due_cf_));
   int64_t entries = 0;
-  bool visiting = true;
+  bool visiting = visitor != nullptr;
   absl::Status visited;
   for (it->Seek(lower_slice); it->Valid(); it->Next()) {
     ++entries;
@@ -98,14 +105,18 @@ absl::Status RocksDbJobStore::ScanCrowd(int64_t ms, DueVisitor visitor) {
       visiting = false;
       continue;
     }
-    visiting = visitor(due->due_ms, due->topic, due->id);
+    visiting = (*visitor)(due->due_ms, due->topic, due->id);
   }
   const rocksdb::Status s = it->status();
   it.reset();
-  db_->ReleaseSnapshot(snapshot);
   if (!s.ok()) {
+    // The crowd keeps its snapshot, in which the next scan of `ms` counts
+    // it: the writes since the snapshot are counted already.
+    absl::MutexLock lock(&crowd_mu_);
+    crowds_[ms].snapshot = snapshot;
     return FromRocksDb(s, "storage: due index scan of a crowd failed");
   }
+  db_->ReleaseSnapshot(snapshot);
   bool emptied = false;
   {
     absl::MutexLock lock(&crowd_mu_);
@@ -122,6 +133,21 @@ absl::Status RocksDbJobStore::ScanCrowd(int64_t ms, DueVisitor visitor) {
     ReleaseCrowd(ms);
   }
   return visited;
+}
+
+absl::Status RocksDbJobStore::CountFailedCrowd(int64_t ms) {
+  if (crowd_count_.load(std::memory_order_acquire) == 0)
+    return absl::OkStatus();
+  const rocksdb::Snapshot* snapshot = nullptr;
+  {
+    absl::MutexLock lock(&crowd_mu_);
+    auto it = crowds_.find(ClampDueMs(ms));
+    if (it == crowds_.end()) return absl::OkStatus();
+    // Taken: a concurrent scan does not count it twice.
+    snapshot = std::exchange(it->second.snapshot, nullptr);
+  }
+  if (snapshot == nullptr) return absl::OkStatus();
+  return CountCrowd(ClampDueMs(ms), snapshot, nullptr);
 }
 
 absl::Status RocksDbJobStore::ClearCrowds() {

@@ -159,7 +159,8 @@ absl::Status RocksDbJobStore::ScanDue(int64_t from_ms, int64_t to_ms,
 }
 
 absl::Status RocksDbJobStore::ScanFireMillisecond(int64_t ms,
-                                                  DueVisitor visitor) const {
+                                                  DueVisitor visitor) {
+  if (absl::Status s = CountFailedCrowd(ms); !s.ok()) return s;
   return ScanIndex(due_cf_, FireScanReadOptions(), ms, EndOfMs(ms),
                    IgnoringMarks(visitor));
 }

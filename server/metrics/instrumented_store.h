@@ -38,8 +38,7 @@ class InstrumentedStore final : public storage::JobStore {
                        DueVisitor visitor) const override {
     return store_->ScanDue(from_ms, to_ms, visitor);
   }
-  absl::Status ScanFireMillisecond(int64_t ms,
-                                   DueVisitor visitor) const override {
+  absl::Status ScanFireMillisecond(int64_t ms, DueVisitor visitor) override {
     return store_->ScanFireMillisecond(ms, visitor);
   }
   absl::Status ScanCrowd(int64_t ms, DueVisitor visitor) override {

@@ -3,7 +3,8 @@
 // with the last; an entry added there meanwhile outlives it; writes made
 // while the crowd is scanned are counted; Open clears what a crash left;
 // a note or a release that cannot be written (FaultInjectingFileSystem)
-// leaves nothing that Open does not clear.
+// leaves nothing that Open does not clear, and a scan that cannot be read
+// is counted by the next.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -232,15 +234,48 @@ class RocksDbCrowdFaultTest : public ::testing::Test {
       : fs_(std::make_shared<FaultInjectingFileSystem>(
             rocksdb::FileSystem::Default())),
         env_(NewFaultInjectingEnv(fs_)) {
+    OpenFaulty();
+    if (store_ == nullptr) return;
+    Add(*store_, "a", kMs);
+    Add(*store_, "b", kMs);
+  }
+
+  // Opens the store over the fault-injecting file system.
+  void OpenFaulty() {
     RocksDbJobStore::Options options;
     options.env = env_.get();
     absl::StatusOr<std::unique_ptr<RocksDbJobStore>> store =
         RocksDbJobStore::Open(dir_.path(), options);
     EXPECT_OK(store.status());
-    if (!store.ok()) return;
-    store_ = *std::move(store);
-    Add(*store_, "a", kMs);
-    Add(*store_, "b", kMs);
+    if (store.ok()) store_ = *std::move(store);
+  }
+
+  // Closes the store (which flushes it) and opens it again over the
+  // fault-injecting file system: what it holds is now read from table
+  // files, whose reads ArmReads can make fail.
+  void ReopenFaulty() {
+    ASSERT_OK(store_->Close());
+    store_.reset();
+    OpenFaulty();
+    ASSERT_NE(store_, nullptr);
+  }
+
+  // A ScanCrowd of kMs whose read fails: the crowd is made (its note is
+  // written), not counted.
+  void FailCrowdScan() {
+    ReopenFaulty();
+    fs_->ArmReads();
+    std::vector<std::string> visited;
+    const absl::Status scan = store_->ScanCrowd(
+        kMs, [&](int64_t, std::string_view, std::string_view id) {
+          visited.emplace_back(id);
+          return true;
+        });
+    fs_->DisarmReads();
+    EXPECT_EQ(scan.code(), absl::StatusCode::kUnavailable) << scan;
+    EXPECT_GE(fs_->faults_injected(), 1);
+    EXPECT_THAT(visited, IsEmpty());
+    EXPECT_EQ(store_->crowds(), 1u);
   }
 
   // Closes the store, and opens it again without faults.
@@ -297,6 +332,58 @@ TEST_F(RocksDbCrowdFaultTest, AReleaseThatCannotBeWrittenIsLeftToTheNextOpen) {
   EXPECT_THAT(DueAt(*store_, kMs + 1), ElementsAre("later"));
   ASSERT_OK_AND_ASSIGN(std::optional<JobRecord> b, store_->Get("t", "b"));
   EXPECT_FALSE(b.has_value());
+}
+
+// The crowd's scan cannot read its entries: the crowd is made but not
+// counted. The fire path's next try, a ScanCrowd of the same millisecond,
+// counts it in the snapshot of the first, where the removal made between
+// the two is not, so the crowd ends with its last job.
+TEST_F(RocksDbCrowdFaultTest, AScanThatFailsIsCountedByTheNextScanCrowd) {
+  ASSERT_NE(store_, nullptr);
+  FailCrowdScan();
+  Remove(*store_, "a", kMs);
+  EXPECT_THAT(ScanCrowd(*store_, kMs), ElementsAre("a", "b"));
+  EXPECT_EQ(store_->crowds(), 1u);
+  Remove(*store_, "b", kMs);
+  EXPECT_EQ(store_->crowds(), 0u);
+  EXPECT_THAT(DueAt(*store_, kMs), IsEmpty());
+}
+
+// As above, when the next try is a ScanFireMillisecond (the jobs left are
+// too few for a crowd): it counts the crowd in the first scan's snapshot,
+// and visits the entries there now, among them one added since (counted
+// once, by its write).
+TEST_F(RocksDbCrowdFaultTest, AScanThatFailsIsCountedByTheNextFireScan) {
+  ASSERT_NE(store_, nullptr);
+  FailCrowdScan();
+  Remove(*store_, "a", kMs);
+  Add(*store_, "late", kMs);
+  std::vector<std::string> visited;
+  ASSERT_OK(store_->ScanFireMillisecond(
+      kMs, [&](int64_t, std::string_view, std::string_view id) {
+        visited.emplace_back(id);
+        return true;
+      }));
+  // a's entry is stale: it stays until the crowd ends.
+  EXPECT_THAT(visited, ElementsAre("a", "b", "late"));
+  Remove(*store_, "b", kMs);
+  EXPECT_EQ(store_->crowds(), 1u);
+  Remove(*store_, "late", kMs);
+  EXPECT_EQ(store_->crowds(), 0u);
+  EXPECT_THAT(DueAt(*store_, kMs), IsEmpty());
+}
+
+// A crowd still not counted when the store closes (the snapshot it keeps
+// does not stop the close) is cleared by the next Open.
+TEST_F(RocksDbCrowdFaultTest, ACrowdNeverCountedIsLeftToTheNextOpen) {
+  ASSERT_NE(store_, nullptr);
+  FailCrowdScan();
+  Remove(*store_, "a", kMs);
+  ASSERT_OK(store_->Close());
+  store_ = MustOpenRocksDb(dir_.path());
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(store_->crowds(), 0u);
+  EXPECT_THAT(DueAt(*store_, kMs), ElementsAre("b"));
 }
 
 }  // namespace
